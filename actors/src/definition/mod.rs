@@ -1,0 +1,538 @@
+//! Definitions: the flow format of design §5, parsed with positions and validated whole.
+//!
+//! A definition is YAML (or JSON, same schema) naming a flow, its inputs and a behavior tree.
+//! [`parse`] turns source text into a [`Definition`] or into *every* problem it found, each a
+//! [`Diagnostic`] with `file:line:col`, a message and, where one helps, a hint. Subflow
+//! references are checked separately by [`check_subflows`], because they need the other
+//! definitions a store (or a directory) holds.
+//!
+//! This module owns syntax and static meaning. How a tree runs is `crate::bt`'s business.
+
+mod parse;
+pub mod schema;
+pub mod yaml;
+
+use crate::json::Json;
+use crate::jsonschema::Schema;
+use crate::template::{Expr, Template};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+pub use parse::{NODE_TYPES, parse, parse_duration_ms};
+
+/// A position in a source file (1-based line and column).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Span {
+    /// Line, from 1.
+    pub line: u32,
+    /// Column, from 1.
+    pub col: u32,
+}
+
+/// One problem found in a definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file (or `<inline>`) the definition came from.
+    pub origin: String,
+    /// Where in it.
+    pub span: Span,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it, when we can say.
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: error: {}",
+            self.origin, self.span.line, self.span.col, self.message
+        )?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A parsed, statically valid flow definition.
+#[derive(Clone, Debug)]
+pub struct Definition {
+    /// The flow's name (`[A-Za-z0-9_.-]+`).
+    pub name: String,
+    /// What the flow does, for people and agents.
+    pub description: Option<String>,
+    /// Declared inputs, in source order.
+    pub input: Vec<InputField>,
+    /// The behavior tree.
+    pub tree: Node,
+    /// Places each job of this flow owns (started with the job, stopped when it ends).
+    pub places: Vec<crate::place::PlaceSpec>,
+    /// `on:` triggers: events that start a job of this flow.
+    pub interests: Vec<crate::interest::InterestSpec>,
+    /// Where the source came from (a path or `<inline>`).
+    pub origin: String,
+}
+
+/// One declared input.
+#[derive(Clone, Debug)]
+pub struct InputField {
+    /// Field name.
+    pub name: String,
+    /// Its schema.
+    pub schema: Schema,
+    /// Value used when the submitter gives none. A field without a default is required.
+    pub default: Option<Json>,
+    /// Where it is declared.
+    pub span: Span,
+}
+
+/// A node of the behavior tree as written.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// What the node is.
+    pub kind: NodeKind,
+    /// Optional display name.
+    pub name: Option<String>,
+    /// Where it starts.
+    pub span: Span,
+}
+
+/// When a `parallel` succeeds or fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threshold {
+    /// Every child.
+    All,
+    /// At least one child.
+    Any,
+    /// At least N children.
+    AtLeast(u32),
+}
+
+impl Threshold {
+    /// The number of children this threshold asks for, out of `children`.
+    pub fn count(self, children: usize) -> usize {
+        match self {
+            Threshold::All => children,
+            Threshold::Any => 1.min(children),
+            Threshold::AtLeast(n) => n as usize,
+        }
+    }
+}
+
+/// Retry pacing: `backoff_ms × factor^(failures-1)`, capped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// Delay before the second attempt; 0 retries at once.
+    pub initial_ms: u64,
+    /// Growth per further attempt.
+    pub factor: f64,
+    /// Cap on any one delay.
+    pub max_ms: u64,
+}
+
+impl Backoff {
+    /// Delay after the `failures`-th failure (1-based).
+    pub fn delay_ms(&self, failures: u32) -> u64 {
+        if self.initial_ms == 0 {
+            return 0;
+        }
+        let exponent = failures.saturating_sub(1).min(63) as i32;
+        let delay = self.initial_ms as f64 * self.factor.powi(exponent);
+        if !delay.is_finite() || delay >= self.max_ms as f64 {
+            self.max_ms
+        } else {
+            delay as u64
+        }
+    }
+}
+
+/// A value to write: JSON whose strings are templates.
+#[derive(Clone, Debug)]
+pub enum ValueTemplate {
+    /// A non-string scalar (or null), used as is.
+    Literal(Json),
+    /// A string template.
+    Text(Template),
+    /// A list of values.
+    List(Vec<ValueTemplate>),
+    /// A mapping of values.
+    Map(Vec<(String, ValueTemplate)>),
+}
+
+/// The `run` leaf: a command as an effect.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// Shell command (run with `sh -c`).
+    pub cmd: Template,
+    /// Working directory.
+    pub cwd: Option<Template>,
+    /// Extra environment.
+    pub env: Vec<(String, Template)>,
+    /// Kill the command after this long.
+    pub timeout_ms: Option<u64>,
+    /// Places or capabilities that must be ready before the effect may be claimed.
+    pub needs: Vec<String>,
+    /// A place the command must run at.
+    pub place: Option<String>,
+    /// Blackboard key for the result (`state.<save>`).
+    pub save: Option<String>,
+    /// A non-zero exit is a success too.
+    pub allow_failure: bool,
+}
+
+/// The `wait` leaf: park until continued with `key`.
+#[derive(Clone, Debug)]
+pub struct WaitSpec {
+    /// The key a continue must name; the input lands at `state.<key>`.
+    pub key: String,
+    /// What to ask.
+    pub prompt: Option<Template>,
+    /// Allowed answers (the input must equal one of them).
+    pub choices: Vec<Json>,
+    /// Schema the input must satisfy.
+    pub schema: Option<Schema>,
+    /// Fail the leaf if nobody continues within this long.
+    pub timeout_ms: Option<u64>,
+}
+
+/// The `call` leaf: a registered provider.
+#[derive(Clone, Debug)]
+pub struct CallSpec {
+    /// Provider name.
+    pub provider: String,
+    /// Arguments (templates rendered when the call starts).
+    pub args: ValueTemplate,
+    /// Blackboard key for the result.
+    pub save: Option<String>,
+    /// Places or capabilities that must be ready.
+    pub needs: Vec<String>,
+    /// Give up after this long.
+    pub timeout_ms: Option<u64>,
+}
+
+/// The `spawn` leaf: start a child job.
+#[derive(Clone, Debug)]
+pub struct SpawnSpec {
+    /// Flow name of the child.
+    pub flow: String,
+    /// Child input (templates).
+    pub input: Vec<(String, ValueTemplate)>,
+    /// Wait for the child to finish (its outcome is the leaf's).
+    pub wait: bool,
+    /// Blackboard key for the child's id and, when waited for, its outcome.
+    pub save: Option<String>,
+}
+
+/// What a node is.
+// Built once per parse; see `SpecKind` for why the leaf variants are not boxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum NodeKind {
+    /// Children in order until one does not succeed.
+    Sequence {
+        /// Resume at the running child (true) or re-tick from the first (false, reactive).
+        memory: bool,
+        /// Children.
+        children: Vec<Node>,
+    },
+    /// Children in order until one does not fail.
+    Selector {
+        /// See `Sequence::memory`.
+        memory: bool,
+        /// Children.
+        children: Vec<Node>,
+    },
+    /// All children at once.
+    Parallel {
+        /// How many must succeed.
+        success: Threshold,
+        /// How many failures fail the whole.
+        failure: Threshold,
+        /// Children.
+        children: Vec<Node>,
+    },
+    /// One instance of `body` per item of a list.
+    ForEach {
+        /// Expression giving the list.
+        items: Expr,
+        /// Name the item is bound to inside `body`.
+        binding: String,
+        /// How many instances run at once.
+        max_concurrency: u32,
+        /// The subtree instantiated per item.
+        body: Box<Node>,
+    },
+    /// Success ↔ failure.
+    Invert(Box<Node>),
+    /// Failure becomes success.
+    ForceSuccess(Box<Node>),
+    /// Success becomes failure.
+    ForceFailure(Box<Node>),
+    /// Re-run the child on failure; `attempts: None` is `until_success`.
+    Retry {
+        /// Total attempts, or unbounded.
+        attempts: Option<u32>,
+        /// Delay between attempts.
+        backoff: Backoff,
+        /// Child.
+        body: Box<Node>,
+    },
+    /// Run the child until it has succeeded `times` times.
+    Repeat {
+        /// Successes needed.
+        times: u32,
+        /// Child.
+        body: Box<Node>,
+    },
+    /// Fail (halting the child) if it runs longer than `ms`.
+    Timeout {
+        /// Limit.
+        ms: u64,
+        /// Child.
+        body: Box<Node>,
+    },
+    /// Run a command.
+    Run(RunSpec),
+    /// Park until continued.
+    Wait(WaitSpec),
+    /// A durable timer.
+    Sleep {
+        /// How long.
+        ms: u64,
+    },
+    /// Blackboard writes.
+    Set(Vec<(String, ValueTemplate)>),
+    /// A condition.
+    Check(Expr),
+    /// Always succeeds.
+    Succeed,
+    /// Always fails, with an optional message.
+    Fail(Option<Template>),
+    /// A provider call.
+    Call(CallSpec),
+    /// A child job.
+    Spawn(SpawnSpec),
+    /// Another definition, inlined.
+    Subflow {
+        /// Its name.
+        flow: String,
+    },
+}
+
+impl NodeKind {
+    /// The node type as written in a flow.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            NodeKind::Sequence { .. } => "sequence",
+            NodeKind::Selector { .. } => "selector",
+            NodeKind::Parallel { .. } => "parallel",
+            NodeKind::ForEach { .. } => "for_each",
+            NodeKind::Invert(_) => "invert",
+            NodeKind::ForceSuccess(_) => "force_success",
+            NodeKind::ForceFailure(_) => "force_failure",
+            NodeKind::Retry { attempts: None, .. } => "until_success",
+            NodeKind::Retry { .. } => "retry",
+            NodeKind::Repeat { .. } => "repeat",
+            NodeKind::Timeout { .. } => "timeout",
+            NodeKind::Run(_) => "run",
+            NodeKind::Wait(_) => "wait",
+            NodeKind::Sleep { .. } => "sleep",
+            NodeKind::Set(_) => "set",
+            NodeKind::Check(_) => "check",
+            NodeKind::Succeed => "succeed",
+            NodeKind::Fail(_) => "fail",
+            NodeKind::Call(_) => "call",
+            NodeKind::Spawn(_) => "spawn",
+            NodeKind::Subflow { .. } => "subflow",
+        }
+    }
+}
+
+impl Node {
+    /// Visits this node and its descendants, depth first, parents before children.
+    pub fn walk<'a>(&'a self, visit: &mut dyn FnMut(&'a Node)) {
+        visit(self);
+        match &self.kind {
+            NodeKind::Sequence { children, .. }
+            | NodeKind::Selector { children, .. }
+            | NodeKind::Parallel { children, .. } => {
+                for child in children {
+                    child.walk(visit);
+                }
+            }
+            NodeKind::ForEach { body, .. }
+            | NodeKind::Invert(body)
+            | NodeKind::ForceSuccess(body)
+            | NodeKind::ForceFailure(body)
+            | NodeKind::Retry { body, .. }
+            | NodeKind::Repeat { body, .. }
+            | NodeKind::Timeout { body, .. } => body.walk(visit),
+            _ => {}
+        }
+    }
+}
+
+impl Definition {
+    /// Names of the flows this definition inlines with `subflow`.
+    pub fn subflow_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        self.tree.walk(&mut |node| {
+            if let NodeKind::Subflow { flow } = &node.kind
+                && !names.contains(flow)
+            {
+                names.push(flow.clone());
+            }
+        });
+        names
+    }
+
+    /// Applies defaults and validates a submitted input against the declared fields.
+    /// Undeclared fields are refused, so a typo in `--input` is not silently ignored.
+    pub fn prepare_input(
+        &self,
+        mut given: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<serde_json::Value, Vec<String>> {
+        let mut problems = Vec::new();
+        for name in given.keys() {
+            if !self.input.iter().any(|field| &field.name == name) {
+                let declared: Vec<&str> = self.input.iter().map(|f| f.name.as_str()).collect();
+                problems.push(if declared.is_empty() {
+                    format!(
+                        "unknown input `{name}`: flow `{}` declares no inputs",
+                        self.name
+                    )
+                } else {
+                    format!(
+                        "unknown input `{name}`; flow `{}` declares: {}",
+                        self.name,
+                        declared.join(", ")
+                    )
+                });
+            }
+        }
+        for field in &self.input {
+            match given.get(&field.name) {
+                Some(value) => {
+                    for violation in field.schema.validate(value) {
+                        problems.push(format!("input `{}`: {violation}", field.name));
+                    }
+                }
+                None => match &field.default {
+                    Some(default) => {
+                        given.insert(field.name.clone(), default.0.clone());
+                    }
+                    None => problems.push(format!("missing required input `{}`", field.name)),
+                },
+            }
+        }
+        if problems.is_empty() {
+            Ok(serde_json::Value::Object(given))
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Turns `key=value` arguments (from a command line) into input fields. A field
+    /// declared as a string takes the text as is; any other value is read as JSON when it
+    /// parses (`n=3`, `flags=[1,2]`, `ok=true`) and as text otherwise.
+    pub fn input_from_args(
+        &self,
+        args: &[(String, String)],
+    ) -> serde_json::Map<String, serde_json::Value> {
+        args.iter()
+            .map(|(key, text)| {
+                let value = match self.input_type(key) {
+                    Some("string") => serde_json::Value::String(text.clone()),
+                    _ => serde_json::from_str(text)
+                        .unwrap_or_else(|_| serde_json::Value::String(text.clone())),
+                };
+                (key.clone(), value)
+            })
+            .collect()
+    }
+
+    /// The declared type of an input field, if it names exactly one.
+    pub fn input_type(&self, name: &str) -> Option<&str> {
+        let field = self.input.iter().find(|f| f.name == name)?;
+        field.schema.source().get("type")?.as_str()
+    }
+}
+
+/// Checks `subflow` references: each must resolve, and none may lead back to a flow on the
+/// current path (a cycle would inline forever). `resolve` looks a flow up by name.
+pub fn check_subflows(
+    definition: &Definition,
+    resolve: &dyn Fn(&str) -> Option<Arc<Definition>>,
+) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    let mut path = vec![definition.name.clone()];
+    let mut done: BTreeMap<String, ()> = BTreeMap::new();
+    visit_subflows(
+        definition,
+        resolve,
+        &mut path,
+        &mut done,
+        &mut diagnostics,
+        None,
+    );
+    diagnostics
+}
+
+fn visit_subflows(
+    definition: &Definition,
+    resolve: &dyn Fn(&str) -> Option<Arc<Definition>>,
+    path: &mut Vec<String>,
+    done: &mut BTreeMap<String, ()>,
+    diagnostics: &mut Vec<Diagnostic>,
+    // Where the outermost reference that led here is written: nested problems are
+    // reported there, since that is the file being validated.
+    anchor: Option<(String, Span)>,
+) {
+    let mut references = Vec::new();
+    definition.tree.walk(&mut |node| {
+        if let NodeKind::Subflow { flow } = &node.kind {
+            references.push((flow.clone(), node.span));
+        }
+    });
+    for (flow, span) in references {
+        let (origin, at) = anchor
+            .clone()
+            .unwrap_or_else(|| (definition.origin.clone(), span));
+        if let Some(start) = path.iter().position(|name| name == &flow) {
+            let mut cycle: Vec<&str> = path[start..].iter().map(String::as_str).collect();
+            cycle.push(&flow);
+            diagnostics.push(Diagnostic {
+                origin,
+                span: at,
+                message: format!("subflow cycle: {}", cycle.join(" → ")),
+                hint: Some(
+                    "a subflow is inlined; use `spawn` to start a flow as a separate job instead"
+                        .to_owned(),
+                ),
+            });
+            continue;
+        }
+        if done.contains_key(&flow) {
+            continue;
+        }
+        match resolve(&flow) {
+            None => diagnostics.push(Diagnostic {
+                origin,
+                span: at,
+                message: format!("unknown flow `{flow}` in subflow"),
+                hint: Some(format!(
+                    "add it with `palm flows add`, or put {flow}.yaml beside this file"
+                )),
+            }),
+            Some(found) => {
+                path.push(flow.clone());
+                visit_subflows(&found, resolve, path, done, diagnostics, Some((origin, at)));
+                path.pop();
+                done.insert(flow, ());
+            }
+        }
+    }
+}

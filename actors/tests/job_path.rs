@@ -1,0 +1,744 @@
+//! The job path end to end, with the host played by hand: the example flows, waits,
+//! retries, races, leases, fencing, restarts and crashes.
+
+mod support;
+
+use palm_actors::bt::{EffectRequest, Outcome};
+use palm_actors::job::{ApplyError, EventKind, JobStatus};
+use palm_actors::path::{CompleteError, FlowRef, JobError, Notice, SubmitError, SubmitRequest};
+use palm_actors::store::Store;
+use serde_json::json;
+use support::{Host, example};
+
+#[test]
+fn hello_runs_its_command_and_checks_the_result() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("hello"), json!({}));
+    assert_eq!(submitted.status, JobStatus::Running);
+    let effect = host.claim().expect("one run effect");
+    assert_eq!(Host::cmd(&effect), "echo hello world");
+    assert_eq!(effect.job, submitted.job);
+    assert!(effect.key.starts_with(&format!("{}/", submitted.job)));
+    assert_eq!(
+        host.complete_run(&effect, 0, "hello world\n"),
+        JobStatus::Succeeded
+    );
+    let view = host.view(&submitted.job);
+    assert_eq!(view.status, JobStatus::Succeeded);
+    assert_eq!(view.state["greeting"], "hello world");
+    assert_eq!(view.state["echoed"]["exit_code"], 0);
+    assert_eq!(view.state["echoed"]["stdout"], "hello world\n");
+    assert_eq!(view.effects.len(), 1);
+    assert_eq!(view.effects[0].node.as_deref(), Some("local"));
+    let kinds: Vec<&str> = host
+        .journal(&submitted.job)
+        .iter()
+        .map(|e| e.kind.name())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "submitted",
+            "effect_requested",
+            "effect_completed",
+            "succeeded"
+        ]
+    );
+}
+
+#[test]
+fn hello_with_input_and_a_failing_check() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("hello"), json!({"who": "palm"}));
+    let effect = host.claim().expect("run");
+    assert_eq!(Host::cmd(&effect), "echo hello palm");
+    assert_eq!(host.complete_run(&effect, 3, ""), JobStatus::Failed);
+    let view = host.view(&submitted.job);
+    let error = view.error.expect("error");
+    assert!(error.contains("exited with 3"), "{error}");
+}
+
+#[test]
+fn approval_parks_refuses_bad_input_and_continues() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("approval"), json!({}));
+    let build = host.claim().expect("build");
+    assert_eq!(
+        host.complete_run(&build, 0, "building\n"),
+        JobStatus::Waiting
+    );
+    let view = host.view(&submitted.job);
+    assert_eq!(view.waiting_on.len(), 1);
+    assert_eq!(view.waiting_on[0].key, "approve");
+    assert_eq!(
+        view.waiting_on[0].prompt.as_deref(),
+        Some("Ship the build?")
+    );
+    let journal_before = host.journal(&submitted.job);
+
+    let store = host.store.clone();
+    let wrong_key = host.path.continue_job(
+        host.now,
+        &submitted.job,
+        "aprove",
+        json!({"ok": true}),
+        &*store,
+    );
+    match wrong_key {
+        Err(JobError::Refused(ApplyError::NotWaitingOn { waiting, .. })) => {
+            assert_eq!(waiting, vec!["approve"])
+        }
+        other => panic!("{other:?}"),
+    }
+    let invalid = host.path.continue_job(
+        host.now,
+        &submitted.job,
+        "approve",
+        json!({"ok": "yes"}),
+        &*store,
+    );
+    match invalid {
+        Err(JobError::Refused(ApplyError::InvalidInput { problems, .. })) => {
+            assert_eq!(problems, vec!["at /ok: expected boolean, found string"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!host.path.has_writes(), "a refused continue writes nothing");
+    assert_eq!(
+        host.journal(&submitted.job),
+        journal_before,
+        "nothing lost, nothing added"
+    );
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Waiting);
+
+    let status = host
+        .path
+        .continue_job(
+            host.now,
+            &submitted.job,
+            "approve",
+            json!({"ok": true}),
+            &*store,
+        )
+        .expect("continue");
+    host.commit();
+    assert_eq!(status, JobStatus::Running);
+    let ship = host.claim().expect("ship");
+    assert_eq!(Host::cmd(&ship), "echo shipped");
+    assert_eq!(
+        host.complete_run(&ship, 0, "shipped\n"),
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        host.view(&submitted.job).state["approve"],
+        json!({"ok": true})
+    );
+}
+
+#[test]
+fn approval_refused_fails_with_the_message() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("approval"), json!({}));
+    let build = host.claim().expect("build");
+    host.complete_run(&build, 0, "");
+    let store = host.store.clone();
+    let status = host
+        .path
+        .continue_job(
+            host.now,
+            &submitted.job,
+            "approve",
+            json!({"ok": false}),
+            &*store,
+        )
+        .expect("continue");
+    host.commit();
+    assert_eq!(status, JobStatus::Failed);
+    let error = host.view(&submitted.job).error.expect("error");
+    assert!(error.starts_with("not approved"), "{error}");
+}
+
+#[test]
+fn a_parked_job_survives_a_restart() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("approval"), json!({}));
+    let build = host.claim().expect("build");
+    host.complete_run(&build, 0, "");
+    let mut host = host.restart();
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Waiting);
+    let store = host.store.clone();
+    host.path
+        .continue_job(
+            host.now,
+            &submitted.job,
+            "approve",
+            json!({"ok": true}),
+            &*store,
+        )
+        .expect("continue after restart");
+    host.commit();
+    let ship = host.claim().expect("ship");
+    assert_eq!(host.complete_run(&ship, 0, ""), JobStatus::Succeeded);
+}
+
+#[test]
+fn flaky_retries_after_its_backoff_with_a_new_attempt_key() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("flaky"), json!({}));
+    let first = host.claim().expect("attempt 1");
+    assert!(first.key.ends_with("/1"), "{}", first.key);
+    assert_eq!(host.complete_run(&first, 1, ""), JobStatus::Running);
+    assert!(host.claim().is_none(), "backoff: nothing to claim yet");
+    assert_eq!(host.path.next_deadline(), Some(host.now + 100));
+    assert_eq!(host.advance(99), 0);
+    assert_eq!(host.advance(1), 1, "backoff timer fires at 100 ms");
+    let second = host.claim().expect("attempt 2");
+    assert_ne!(first.key, second.key);
+    assert!(second.key.ends_with("/2"), "{}", second.key);
+    assert_eq!(host.complete_run(&second, 0, ""), JobStatus::Succeeded);
+    let completions = host
+        .journal(&submitted.job)
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::EffectCompleted { .. }))
+        .count();
+    assert_eq!(completions, 2);
+}
+
+#[test]
+fn race_halts_the_slow_branch_and_cancels_its_effect() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("race"), json!({}));
+    let effects = host.claim_all();
+    assert_eq!(effects.len(), 2, "both branches start");
+    let fast = effects
+        .iter()
+        .find(|e| Host::cmd(e).contains("fast"))
+        .expect("fast");
+    let slow = effects
+        .iter()
+        .find(|e| Host::cmd(e).contains("slow"))
+        .expect("slow");
+    host.notices.clear();
+    assert_eq!(host.complete_run(fast, 0, "fast\n"), JobStatus::Succeeded);
+    assert!(
+        host.notices.contains(&Notice::CancelEffect {
+            key: slow.key.clone(),
+            holder: "local/seat-0".to_owned()
+        }),
+        "the slow process must be killed: {:?}",
+        host.notices
+    );
+    assert!(
+        host.path.effects().is_empty(),
+        "no effect or timer left behind"
+    );
+    assert_eq!(
+        host.path.next_deadline(),
+        None,
+        "the timeout timer was cancelled"
+    );
+    let view = host.view(&submitted.job);
+    assert!(
+        view.effects
+            .iter()
+            .any(|e| e.key == slow.key && e.state == "cancelled")
+    );
+}
+
+#[test]
+fn race_timeout_fails_the_slow_branch_when_it_fires() {
+    let mut host = Host::new();
+    let source =
+        "name: slow\ntree:\n  timeout:\n    ms: 5000\n    do:\n      run: { cmd: \"sleep 30\" }\n";
+    let submitted = host.submit_source(source, json!({}));
+    let slow = host.claim().expect("run");
+    host.notices.clear();
+    host.advance(5000);
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Failed);
+    assert!(
+        host.notices
+            .iter()
+            .any(|n| matches!(n, Notice::CancelEffect { key, .. } if key == &slow.key))
+    );
+    assert!(
+        host.view(&submitted.job)
+            .error
+            .unwrap_or_default()
+            .contains("timed out after 5000 ms")
+    );
+}
+
+#[test]
+fn fanout_respects_max_concurrency() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("fanout"), json!({}));
+    let mut done = Vec::new();
+    loop {
+        let batch = host.claim_all();
+        if batch.is_empty() {
+            break;
+        }
+        assert!(batch.len() <= 3, "at most 3 at once, got {}", batch.len());
+        for effect in batch {
+            done.push(Host::cmd(&effect));
+            host.complete_run(&effect, 0, "");
+        }
+    }
+    assert_eq!(done.len(), 6);
+    for i in 1..=6 {
+        assert!(
+            done.contains(&format!("sleep 0.2; echo item {i}")),
+            "{done:?}"
+        );
+    }
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);
+}
+
+#[test]
+fn a_duplicate_or_stale_completion_changes_nothing() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("flaky"), json!({}));
+    let first = host.claim().expect("run");
+    let stale_token = host.path.complete(
+        host.now,
+        &first.key,
+        first.token + 1000,
+        Outcome::TimerFired,
+        None,
+    );
+    assert!(
+        matches!(stale_token, Err(CompleteError::StaleToken { .. })),
+        "{stale_token:?}"
+    );
+    assert!(!host.path.has_writes());
+    host.complete_run(&first, 1, "");
+    let journal = host.journal(&submitted.job);
+    let again = host
+        .path
+        .complete(host.now, &first.key, first.token, Outcome::TimerFired, None);
+    assert!(
+        matches!(again, Err(CompleteError::NotInFlight(_))),
+        "{again:?}"
+    );
+    assert!(!host.path.has_writes());
+    assert_eq!(host.journal(&submitted.job), journal);
+}
+
+#[test]
+fn an_expired_lease_is_reclaimed_and_the_old_holder_is_fenced_off() {
+    let mut host = Host::new();
+    host.submit_source(&example("hello"), json!({}));
+    let first = host.claim().expect("claim");
+    host.notices.clear();
+    host.advance(palm_actors::path::LEASE_MS_DEFAULT);
+    assert!(
+        host.notices
+            .iter()
+            .any(|n| matches!(n, Notice::CancelEffect { key, .. } if key == &first.key))
+    );
+    let second = host.claim().expect("reclaimed");
+    assert_eq!(second.key, first.key, "same effect, same idempotency key");
+    assert!(second.token > first.token, "a new fencing token");
+    let late = host
+        .path
+        .complete(host.now, &first.key, first.token, Outcome::TimerFired, None);
+    assert!(
+        matches!(late, Err(CompleteError::StaleToken { .. })),
+        "{late:?}"
+    );
+    assert_eq!(host.complete_run(&second, 0, ""), JobStatus::Succeeded);
+}
+
+#[test]
+fn renewing_a_lease_keeps_the_claim() {
+    let mut host = Host::new();
+    host.submit_source(&example("hello"), json!({}));
+    let claim = host.claim().expect("claim");
+    host.now += 20_000;
+    host.path
+        .renew(host.now, &claim.key, claim.token)
+        .expect("renew");
+    host.commit();
+    host.advance(20_000);
+    assert!(host.claim().is_none(), "still held after renewal");
+    assert!(
+        host.path
+            .renew(host.now, &claim.key, claim.token + 1)
+            .is_err()
+    );
+}
+
+#[test]
+fn a_restart_requeues_effects_held_by_the_previous_life() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("hello"), json!({}));
+    let before = host.claim().expect("claim");
+    let mut host = host.restart();
+    let after = host.claim().expect("requeued at once, no lease wait");
+    assert_eq!(after.key, before.key);
+    assert!(
+        after.token > before.token,
+        "tokens stay monotonic across restarts"
+    );
+    assert_eq!(host.complete_run(&after, 0, ""), JobStatus::Succeeded);
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);
+}
+
+#[test]
+fn a_crash_loses_only_what_was_never_acknowledged() {
+    let mut host = Host::new();
+    let acked = host.submit_source(&example("hello"), json!({}));
+    // A submission whose batch is committed but not flushed was never acknowledged.
+    let input = serde_json::Map::new();
+    let unacked = host
+        .path
+        .submit(
+            host.now,
+            SubmitRequest {
+                flow: FlowRef::Stored {
+                    name: "hello".into(),
+                    revision: None,
+                },
+                input,
+                args: Vec::new(),
+                started_by: None,
+            },
+            &*host.store,
+        )
+        .expect("submit");
+    let batch = host.path.take_batch();
+    host.store.commit(&batch).expect("commit");
+    host.store.crash();
+    let mut host = host.restart();
+    assert_eq!(host.view(&acked.job).status, JobStatus::Running);
+    let store = host.store.clone();
+    assert!(
+        host.path
+            .job_view(&*store, &unacked.job)
+            .expect("read")
+            .is_none()
+    );
+    let effect = host.claim().expect("the acknowledged job's effect");
+    assert_eq!(effect.job, acked.job);
+}
+
+#[test]
+fn sleep_is_a_durable_timer() {
+    let mut host = Host::new();
+    let submitted = host.submit_source("name: nap\ntree:\n  sleep: 1m\n", json!({}));
+    assert_eq!(submitted.status, JobStatus::Running);
+    host.advance(30_000);
+    let mut host = host.restart();
+    assert_eq!(host.path.next_deadline(), Some(support::T0 + 60_000));
+    assert_eq!(host.advance(30_000), 1);
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);
+}
+
+#[test]
+fn wait_timeout_fails_the_wait() {
+    let mut host = Host::new();
+    let source = "name: w\ntree:\n  selector:\n    - wait: { key: go, timeout_ms: 1h }\n    - set: { fallback: true }\n";
+    let submitted = host.submit_source(source, json!({}));
+    assert_eq!(submitted.status, JobStatus::Waiting);
+    host.advance(3_600_000);
+    let view = host.view(&submitted.job);
+    assert_eq!(view.status, JobStatus::Succeeded);
+    assert_eq!(view.state["fallback"], true);
+    assert!(view.waiting_on.is_empty());
+}
+
+#[test]
+fn spawn_waits_for_its_child_and_cancel_cascades() {
+    let mut host = Host::new();
+    host.submit_source("name: child\ninput:\n  n: integer\ntree:\n  sequence:\n    - run: \"echo {{ input.n }}\"\n    - set: { doubled: \"{{ input.n * 2 }}\" }\n", json!({"n": 1}));
+    let leftover = host.claim().expect("child run");
+    host.complete_run(&leftover, 0, "");
+    let parent_source =
+        "name: parent\ntree:\n  spawn: { flow: child, input: { n: 21 }, wait: true, save: kid }\n";
+    let parent = host.submit_source(parent_source, json!({}));
+    assert_eq!(parent.status, JobStatus::Running);
+    let run = host.claim().expect("child's run");
+    assert_eq!(Host::cmd(&run), "echo 21");
+    assert_ne!(run.job, parent.job);
+    assert_eq!(host.complete_run(&run, 0, "21\n"), JobStatus::Succeeded);
+    let view = host.view(&parent.job);
+    assert_eq!(view.status, JobStatus::Succeeded);
+    assert_eq!(view.state["kid"]["status"], "succeeded");
+    assert_eq!(view.state["kid"]["state"]["doubled"], 42);
+    let child_view = host.view(&run.job);
+    assert_eq!(
+        child_view.parent.as_ref().map(|p| p.job.as_str()),
+        Some(parent.job.as_str())
+    );
+
+    // Cancelling a parent cancels the child it waits on.
+    let parent2 = host.submit_source(parent_source, json!({}));
+    let run2 = host.claim().expect("second child's run");
+    let store = host.store.clone();
+    host.notices.clear();
+    host.path
+        .cancel(host.now, &parent2.job, Some("test".into()), &*store)
+        .expect("cancel");
+    host.commit();
+    assert_eq!(host.view(&parent2.job).status, JobStatus::Cancelled);
+    assert_eq!(host.view(&run2.job).status, JobStatus::Cancelled);
+    assert!(
+        host.notices
+            .iter()
+            .any(|n| matches!(n, Notice::CancelEffect { key, .. } if key == &run2.key))
+    );
+    let again = host.path.cancel(host.now, &parent2.job, None, &*store);
+    assert!(
+        matches!(again, Err(JobError::Refused(ApplyError::Terminal { .. }))),
+        "{again:?}"
+    );
+}
+
+#[test]
+fn spawn_of_an_unknown_flow_fails_the_leaf() {
+    let mut host = Host::new();
+    let submitted = host.submit_source("name: p\ntree:\n  spawn: nowhere\n", json!({}));
+    assert_eq!(submitted.status, JobStatus::Failed);
+    assert!(
+        host.view(&submitted.job)
+            .error
+            .unwrap_or_default()
+            .contains("unknown flow `nowhere`")
+    );
+}
+
+#[test]
+fn self_spawning_stops_at_the_depth_bound() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(
+        "name: me\ntree:\n  spawn: { flow: me, wait: true }\n",
+        json!({}),
+    );
+    assert_eq!(submitted.status, JobStatus::Failed);
+    let jobs = host.path.list_jobs(&*host.store, None, 1000).expect("list");
+    assert_eq!(jobs.len(), palm_actors::path::SPAWN_DEPTH_MAX as usize + 1);
+    assert!(jobs.iter().all(|j| j.status == JobStatus::Failed));
+}
+
+#[test]
+fn submit_errors_are_clear_and_write_nothing() {
+    let mut host = Host::new();
+    let err = host
+        .path
+        .submit(
+            host.now,
+            SubmitRequest {
+                flow: FlowRef::Stored {
+                    name: "nope".into(),
+                    revision: None,
+                },
+                input: Default::default(),
+                args: Vec::new(),
+                started_by: None,
+            },
+            &*host.store,
+        )
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::UnknownFlow { .. }), "{err}");
+    let err = host
+        .path
+        .submit(
+            host.now,
+            SubmitRequest {
+                flow: FlowRef::Source {
+                    source: example("hello"),
+                    origin: "hello.yaml".into(),
+                },
+                input: json!({"who": 5}).as_object().cloned().unwrap_or_default(),
+                args: Vec::new(),
+                started_by: None,
+            },
+            &*host.store,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid input: input `who`: expected string, found integer"
+    );
+    let err = host
+        .path
+        .submit(
+            host.now,
+            SubmitRequest {
+                flow: FlowRef::Source {
+                    source: "name: x\ntree: { bogus: 1 }\n".into(),
+                    origin: "x.yaml".into(),
+                },
+                input: Default::default(),
+                args: Vec::new(),
+                started_by: None,
+            },
+            &*host.store,
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("x.yaml:2:9: error: unknown node type `bogus`"),
+        "{err}"
+    );
+    // The failed submit with valid source stored the definition revision only; no job.
+    let jobs = host.path.list_jobs(&*host.store, None, 10).expect("list");
+    assert!(jobs.is_empty());
+}
+
+#[test]
+fn definitions_are_revisions_and_jobs_pin_theirs() {
+    let mut host = Host::new();
+    let v1 = "name: pin\ntree:\n  sequence:\n    - sleep: 1s\n    - set: { v: 1 }\n";
+    let v2 = "name: pin\ntree:\n  sequence:\n    - sleep: 1s\n    - set: { v: 2 }\n";
+    let a = host
+        .path
+        .add_definition(host.now, v1, "pin.yaml")
+        .expect("v1");
+    let again = host
+        .path
+        .add_definition(host.now, v1, "pin.yaml")
+        .expect("v1 again");
+    assert_eq!((a.revision, a.created), (1, true));
+    assert_eq!((again.revision, again.created), (1, false));
+    host.commit();
+    let job1 = host.submit_source(v1, json!({}));
+    let b = host
+        .path
+        .add_definition(host.now, v2, "pin.yaml")
+        .expect("v2");
+    assert_eq!(b.revision, 2);
+    host.commit();
+    let job2 = host.submit_source(v2, json!({}));
+    let mut host = host.restart();
+    host.advance(1000);
+    assert_eq!(
+        host.view(&job1.job).state["v"],
+        1,
+        "job 1 pinned revision 1"
+    );
+    assert_eq!(host.view(&job2.job).state["v"], 2);
+    assert_eq!(host.view(&job1.job).revision, 1);
+}
+
+#[test]
+fn subflows_are_inlined_and_pinned() {
+    let mut host = Host::new();
+    host.path
+        .add_definition(
+            host.now,
+            "name: greet\ntree:\n  set: { greeting: \"hi {{ input.who }}\" }\n",
+            "greet.yaml",
+        )
+        .expect("greet");
+    host.commit();
+    let submitted = host.submit_source(
+        "name: outer\ninput:\n  who: string\ntree:\n  sequence:\n    - subflow: greet\n    - check: \"state.greeting == 'hi bo'\"\n",
+        json!({"who": "bo"}),
+    );
+    assert_eq!(submitted.status, JobStatus::Succeeded);
+    let err = host
+        .path
+        .add_definition(
+            host.now,
+            "name: loop\ntree:\n  subflow: loop\n",
+            "loop.yaml",
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("subflow cycle: loop → loop"),
+        "{err}"
+    );
+}
+
+#[test]
+fn list_and_count_jobs() {
+    let mut host = Host::new();
+    let a = host.submit_source(&example("approval"), json!({}));
+    host.submit_source("name: quick\ntree: succeed\n", json!({}));
+    let waiting = host
+        .path
+        .list_jobs(&*host.store, Some(JobStatus::Waiting), 100)
+        .expect("list");
+    assert!(waiting.is_empty(), "approval first runs its build");
+    let running = host
+        .path
+        .list_jobs(&*host.store, Some(JobStatus::Running), 100)
+        .expect("list");
+    assert_eq!(
+        running.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec![a.job.as_str()]
+    );
+    let counts = host.path.count_jobs(&*host.store).expect("count");
+    assert_eq!(counts.get(&JobStatus::Succeeded), Some(&1));
+    let store = host.store.clone();
+    let err = host
+        .path
+        .continue_job(host.now, "zzzz-99", "k", json!(1), &*store)
+        .unwrap_err();
+    assert_eq!(err.to_string(), "unknown job `zzzz-99`");
+    assert!(
+        host.store
+            .get(palm_actors::store::Table::Jobs, b"zzzz-99")
+            .expect("get")
+            .is_none()
+    );
+}
+
+#[test]
+fn effects_carry_what_a_seat_needs() {
+    let mut host = Host::new();
+    host.submit_source(
+        "name: env\ntree:\n  run: { cmd: \"true\", cwd: /tmp, env: { A: \"{{ 1 + 1 }}\" }, timeout_ms: 2s, needs: [db] }\n",
+        json!({}),
+    );
+    let effect = host.claim().expect("claim");
+    match effect.request {
+        EffectRequest::Run {
+            cwd,
+            env,
+            timeout_ms,
+            needs,
+            ..
+        } => {
+            assert_eq!(cwd.as_deref(), Some("/tmp"));
+            assert_eq!(env, vec![("A".to_owned(), "2".to_owned())]);
+            assert_eq!(timeout_ms, Some(2000));
+            assert_eq!(needs, vec!["db".to_owned()]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A job that finished in memory whose last batch the host has not committed yet is
+/// still seen as finished: its view must not fall back to the store, whose journal lags
+/// (that fallback once answered `running` for a succeeded job).
+#[test]
+fn a_finished_job_is_viewed_from_memory_before_its_batch_is_committed() {
+    let mut host = Host::new();
+    let submitted = host.submit_source(&example("hello"), json!({}));
+    let effect = host.claim().expect("run");
+    let completed = host
+        .path
+        .complete(
+            host.now,
+            &effect.key,
+            effect.token,
+            Outcome::Run(palm_actors::bt::RunResult {
+                exit_code: Some(0),
+                stdout: "hello world\n".into(),
+                stderr: String::new(),
+                duration_ms: 1,
+                timed_out: false,
+                error: None,
+            }),
+            None,
+        )
+        .expect("complete");
+    assert_eq!(completed.status, JobStatus::Succeeded);
+    assert!(host.path.active_job(&submitted.job).is_none());
+    assert!(host.path.has_writes(), "the final batch is still pending");
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);
+    host.commit();
+    assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);
+}

@@ -1,0 +1,497 @@
+//! Command-line arguments (clap). Names and flags here are a contract (design §10):
+//! extend, don't rename.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Palm: durable jobs on Behavior Trees that wait, resume, survive crashes and spread
+/// over machines.
+#[derive(Debug, Parser)]
+#[command(
+    name = "palm",
+    version,
+    propagate_version = true,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// Data directory [default: $PALM_HOME, else ~/.palm].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Print one JSON document on stdout (logs and progress stay on stderr).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a node in the foreground until SIGINT/SIGTERM.
+    Up(UpArgs),
+    /// Run a flow and wait for its outcome (boots an embedded node if none serves DIR).
+    Run(RunArgs),
+    /// Submit a job and return at once.
+    Submit(SubmitArgs),
+    /// Show a job: status, what it waits on, its state, its error.
+    Status {
+        /// Job id.
+        job: String,
+    },
+    /// List jobs.
+    Jobs {
+        /// Only jobs with this status (pending, running, waiting, succeeded, failed, cancelled).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Continue a waiting job: deliver input to the wait named KEY.
+    Continue(ContinueArgs),
+    /// Cancel a job.
+    Cancel {
+        /// Job id.
+        job: String,
+        /// Why (recorded in the journal).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Show a job's journal and its tree with every node's status.
+    Inspect {
+        /// Job id.
+        job: String,
+    },
+    /// Flow definitions: validate, schema, trace, add, list, show.
+    #[command(subcommand)]
+    Flows(FlowsCommand),
+    /// The node's live self-report: seats, queues, jobs, places, links, memory.
+    Vitality,
+    /// The place book: workloads the node spawns or adopts, with health and readiness.
+    Places {
+        /// What to do [default: list].
+        #[command(subcommand)]
+        command: Option<PlacesCommand>,
+    },
+    /// Run the deterministic simulator: the real cores under seeded faults.
+    Sim(SimArgs),
+    /// What starts what: the `on:` triggers of stored flows, last fired, next scheduled.
+    Interests {
+        /// What to do [default: list].
+        #[command(subcommand)]
+        command: Option<InterestsCommand>,
+    },
+    /// Emit a named event: flows with `on: {event: NAME}` start.
+    Emit {
+        /// Event name.
+        event: String,
+        /// Its data, as JSON (text that is not JSON is taken as a string).
+        #[arg(long, default_value = "null")]
+        data: String,
+    },
+    /// The providers `call` leaves can use on this node.
+    Providers,
+    /// The tree of nodes as this node sees it: roles, links, seats, capabilities.
+    Tree,
+    /// Join tokens for child nodes, and revocation (on a root).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Check this machine and data directory for problems.
+    Doctor,
+    /// Print the version.
+    Version {
+        /// Build details too.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Benchmarks measured against a raw baseline in the same run.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Serve MCP (stdio, or streamable HTTP with --http) so coding agents drive jobs.
+    Mcp(McpArgs),
+    /// Repo intelligence: index, symbols, callers, search, neighbors, risk, changed-now,
+    /// explain, handoff (see `intel_cmd.rs`).
+    #[command(flatten)]
+    Intel(crate::intel_cmd::IntelCommand),
+}
+
+/// `palm up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Phenotype: all-in-one, root, realm or edge [default: the role this data directory
+    /// was enrolled as, else all-in-one].
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Concurrent seats [default: number of CPUs].
+    #[arg(long)]
+    pub seats: Option<usize>,
+    /// Address to accept child nodes on (root and realm profiles).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Parent node to link to.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub parent: Option<String>,
+    /// One-time join token from the parent.
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Node configuration file [default: DIR/palm.yaml].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Node name [default: the host name].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// How long running effects may finish after SIGINT/SIGTERM, in ms.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub grace_ms: u64,
+}
+
+/// `palm run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A flow file (YAML or JSON) or the name of a stored flow.
+    pub flow: String,
+    /// Input field, KEY=VALUE (repeatable).
+    #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
+    pub inputs: Vec<String>,
+    /// Concurrent seats of the embedded node [default: number of CPUs].
+    #[arg(long)]
+    pub seats: Option<usize>,
+    /// Stop waiting after this long (e.g. 30s, 5m); the job goes on.
+    #[arg(long)]
+    pub timeout: Option<String>,
+}
+
+/// `palm submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// A flow file (YAML or JSON) or the name of a stored flow.
+    pub flow: String,
+    /// Input field, KEY=VALUE (repeatable).
+    #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
+    pub inputs: Vec<String>,
+}
+
+/// `palm continue`.
+#[derive(Debug, Args)]
+pub struct ContinueArgs {
+    /// Job id.
+    pub job: String,
+    /// The wait's key.
+    #[arg(long)]
+    pub key: String,
+    /// The input, as JSON (text that is not JSON is taken as a string).
+    #[arg(long, default_value = "null")]
+    pub input: String,
+    /// Return at once instead of waiting for the job to settle.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Stop waiting after this long (e.g. 30s); the job goes on.
+    #[arg(long)]
+    pub timeout: Option<String>,
+}
+
+/// `palm flows ...`.
+#[derive(Debug, Subcommand)]
+pub enum FlowsCommand {
+    /// Check flow files; every problem is reported as FILE:LINE:COL.
+    Validate {
+        /// Flow files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the JSON Schema of the flow format.
+    Schema,
+    /// Tick a tree of scripted leaves and print every node's status per tick.
+    Trace {
+        /// Trace spec (JSON).
+        spec: PathBuf,
+        /// Ticks to run.
+        #[arg(long, default_value_t = 10)]
+        ticks: u32,
+    },
+    /// Store a flow file as a new revision.
+    Add {
+        /// Flow file.
+        file: PathBuf,
+    },
+    /// List stored flows.
+    List,
+    /// Show a stored flow.
+    Show {
+        /// Flow name.
+        name: String,
+        /// A revision other than the latest.
+        #[arg(long)]
+        revision: Option<u32>,
+    },
+}
+
+/// `palm places ...`.
+#[derive(Debug, Subcommand)]
+pub enum PlacesCommand {
+    /// List places with their state, probe and process.
+    List,
+    /// Spawn a new place: a command the node starts, probes and restarts.
+    Add(PlacesAddArgs),
+    /// Adopt something that already runs (a pid, a TCP or HTTP service); never stopped.
+    Adopt(PlacesAdoptArgs),
+    /// Remove a place added at run time (a spawned one is stopped first).
+    Remove {
+        /// Place name.
+        name: String,
+    },
+    /// Restart a place (a spawned one is stopped and started; an adopted one re-probed).
+    Restart {
+        /// Place name.
+        name: String,
+    },
+    /// The node journal's place events (transitions with reasons).
+    Events {
+        /// Only this place.
+        name: Option<String>,
+        /// At most this many, the newest.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+}
+
+/// Probe and capability flags shared by `places add` and `places adopt`.
+#[derive(Debug, Args)]
+pub struct PlaceProbeArgs {
+    /// Health probe: process, tcp://HOST:PORT, http://HOST:PORT/PATH or command:CMD.
+    #[arg(long)]
+    pub probe: Option<String>,
+    /// Time between probes (e.g. 500ms, 2s).
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// A probe slower than this failed.
+    #[arg(long)]
+    pub probe_timeout: Option<String>,
+    /// Consecutive failures that make a ready place unready.
+    #[arg(long)]
+    pub failures: Option<u32>,
+    /// Consecutive successes that make a place ready.
+    #[arg(long)]
+    pub successes: Option<u32>,
+    /// A capability the place offers while ready (repeatable).
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<String>,
+}
+
+/// `palm places add`.
+#[derive(Debug, Args)]
+pub struct PlacesAddArgs {
+    /// Place name.
+    pub name: String,
+    /// The command (run by `sh -c` unless --arg is given).
+    #[arg(long, value_name = "CMD")]
+    pub spawn: String,
+    /// An argument: the command is then executed directly (repeatable).
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// Environment variable KEY=VALUE (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Restart policy: never, on_failure or always.
+    #[arg(long)]
+    pub restart: Option<String>,
+    /// Restarts allowed within the window before giving up.
+    #[arg(long)]
+    pub restarts_max: Option<u32>,
+    /// The restart window (e.g. 60s).
+    #[arg(long)]
+    pub restart_window: Option<String>,
+    /// First restart delay; doubles per restart (e.g. 200ms).
+    #[arg(long)]
+    pub backoff: Option<String>,
+    /// First stop signal: TERM, INT, HUP, QUIT or KILL.
+    #[arg(long)]
+    pub stop_signal: Option<String>,
+    /// Time between the stop signal and SIGKILL (e.g. 5s).
+    #[arg(long)]
+    pub stop_grace: Option<String>,
+    /// Probe and capabilities.
+    #[command(flatten)]
+    pub probe: PlaceProbeArgs,
+}
+
+/// `palm places adopt`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "tcp", "http"])))]
+pub struct PlacesAdoptArgs {
+    /// Place name.
+    pub name: String,
+    /// A running process.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// A TCP service, HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub tcp: Option<String>,
+    /// An HTTP service, http://HOST:PORT/PATH.
+    #[arg(long, value_name = "URL")]
+    pub http: Option<String>,
+    /// Probe and capabilities.
+    #[command(flatten)]
+    pub probe: PlaceProbeArgs,
+}
+
+/// `palm interests ...`.
+#[derive(Debug, Subcommand)]
+pub enum InterestsCommand {
+    /// List interests and pending starts.
+    List,
+}
+
+/// `palm sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// One seed to run (and replay).
+    #[arg(long, conflicts_with = "seeds")]
+    pub seed: Option<u64>,
+    /// A range of seeds, A..B (B excluded).
+    #[arg(long, value_name = "A..B")]
+    pub seeds: Option<String>,
+    /// Nodes in the world.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// flat (one home and worker nodes) or tree (a root, realms and edges) [default:
+    /// tree from 3 nodes up].
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Client actions (submits, continues, cancels) per run.
+    #[arg(long, default_value_t = 200)]
+    pub steps: u64,
+    /// How hostile the world is: none, light or heavy.
+    #[arg(long, default_value = "light")]
+    pub faults: String,
+    /// Print one line per event (with virtual time).
+    #[arg(long)]
+    pub trace: bool,
+    /// Run every seed twice and compare the traces.
+    #[arg(long)]
+    pub check_determinism: bool,
+    /// Virtual time of the faulty phase (e.g. 60s, 10m).
+    #[arg(long, default_value = "60s")]
+    pub duration: String,
+    /// Switch on a deliberate bug (skip-fencing, ack-before-durable,
+    /// projection-always-valid, shared-tag) to see it caught.
+    #[arg(long, value_name = "BUG", hide = true)]
+    pub mutate: Option<String>,
+}
+
+/// `palm token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Print a one-time join token for a child node.
+    Create {
+        /// The child's name (it joins under this name) [default: ROLE-xxxxxx].
+        #[arg(long)]
+        name: Option<String>,
+        /// The child's role: realm or edge.
+        #[arg(long, default_value = "edge")]
+        role: String,
+        /// How long the token is valid (e.g. 10m, 1h, 7d).
+        #[arg(long, default_value = crate::tokens::TOKEN_TTL_DEFAULT)]
+        ttl: String,
+    },
+    /// Refuse a child from now on: its certificates, its unused tokens, its name.
+    Revoke {
+        /// The child's name.
+        name: String,
+    },
+}
+
+/// `palm bench ...`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Durable job throughput and latency versus raw store commits.
+    Jobs(BenchJobsArgs),
+    /// Repo index time versus universal-ctags, incremental reindex, search latency
+    /// versus ripgrep.
+    Index(crate::bench_index::BenchIndexArgs),
+    /// One QUIC tunnel on loopback versus a bare quinn framed echo.
+    Tunnel(BenchTunnelArgs),
+}
+
+/// `palm bench tunnel`.
+#[derive(Debug, Args)]
+pub struct BenchTunnelArgs {
+    /// Seconds per rate measurement.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Requests in flight for the pipelined rate.
+    #[arg(long, default_value_t = 64)]
+    pub in_flight: usize,
+    /// MiB moved by each bulk measurement.
+    #[arg(long, default_value_t = 256)]
+    pub bulk_mib: usize,
+}
+
+/// `palm bench jobs`.
+#[derive(Debug, Args)]
+pub struct BenchJobsArgs {
+    /// Jobs per measurement.
+    #[arg(long, default_value_t = 2_000)]
+    pub jobs: usize,
+    /// Jobs in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub in_flight: usize,
+    /// Latency samples (one job at a time).
+    #[arg(long, default_value_t = 200)]
+    pub samples: usize,
+    /// Seats of the benchmark node.
+    #[arg(long)]
+    pub seats: Option<usize>,
+}
+
+/// `palm mcp`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    /// Serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:8765).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub http: Option<String>,
+    /// Bearer token HTTP clients must send [default: generated, saved in DIR/mcp-token].
+    #[arg(long, env = "PALM_MCP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Allow --http on an address other than loopback (anyone who can reach it and holds
+    /// the token can run commands as this node).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Seats of the embedded node, when no node serves DIR [default: number of CPUs].
+    #[arg(long)]
+    pub seats: Option<usize>,
+    /// What to do besides serving.
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+}
+
+/// `palm mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Print (or, with --write, merge into the client's config) the snippet that registers
+    /// Palm with an MCP client.
+    Install(McpInstallArgs),
+}
+
+/// `palm mcp install`.
+#[derive(Debug, Args)]
+pub struct McpInstallArgs {
+    /// The client: claude (Claude Code, `.mcp.json`) or codex (`~/.codex/config.toml`).
+    #[arg(long, value_parser = ["claude", "codex"])]
+    pub client: String,
+    /// Write the entry into the client's config instead of printing it.
+    #[arg(long)]
+    pub write: bool,
+    /// The config file to write [default: ./.mcp.json for claude, ~/.codex/config.toml
+    /// for codex].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Replace an existing `palm` entry that differs.
+    #[arg(long)]
+    pub force: bool,
+}

@@ -1,0 +1,840 @@
+//! Command implementations: resolve where to send a request (a running node, an embedded
+//! node, or the store directly), send it, render the answer, pick the exit code.
+
+use crate::cli::{
+    BenchCommand, Cli, Command, ContinueArgs, FlowsCommand, RunArgs, SubmitArgs, UpArgs,
+};
+use crate::control::client::Client;
+use crate::control::protocol::{FlowArg, Request, Response};
+use crate::control::server::socket_path;
+use crate::exit::{CliError, CliResult, Code};
+use crate::genome::desk::{Answer, Desk};
+use crate::genome::{NodeInfo, NodeSettings, now_ms};
+use crate::node::{
+    BootOptions, DataLock, LockError, Node, check_writable, open_store, open_store_read_only,
+    store_path,
+};
+use crate::output::{self, Output};
+use indicatif::{ProgressBar, ProgressStyle};
+use palm_actors::job::JobStatus;
+use palm_actors::path::{JobPath, JobPathConfig};
+use palm_actors::store::{MemoryStore, Store};
+use serde_json::{Value, json};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every command knows.
+pub struct Ctx {
+    /// Data directory.
+    pub data: PathBuf,
+    /// Output mode.
+    pub out: Output,
+}
+
+/// Resolves the data directory: `--data`, else `$PALM_HOME`, else `~/.palm`.
+pub fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    if let Some(dir) = flag {
+        return Ok(dir);
+    }
+    if let Some(home) = std::env::var_os("PALM_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".palm")),
+        None => Err(CliError::usage(
+            "data_dir",
+            "no data directory: pass --data DIR or set PALM_HOME",
+        )),
+    }
+}
+
+/// The node name: the host name, else `local`.
+pub fn default_node_name() -> String {
+    crate::sys::hostname().unwrap_or_else(|| "local".to_owned())
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli, out: Output) -> CliResult {
+    let ctx = Ctx {
+        data: data_dir(cli.data)?,
+        out,
+    };
+    match cli.command {
+        Command::Up(args) => up(&ctx, args).await,
+        Command::Run(args) => run_flow(&ctx, args).await,
+        Command::Submit(args) => submit(&ctx, args).await,
+        Command::Status { job } => {
+            let view = one_call(&ctx, Access::Read, Request::Status { job }).await?;
+            print(&ctx, &view, output::print_status);
+            Ok(Code::Ok)
+        }
+        Command::Jobs { status, limit } => {
+            let jobs = one_call(&ctx, Access::Read, Request::Jobs { status, limit }).await?;
+            print(&ctx, &jobs, output::print_jobs);
+            Ok(Code::Ok)
+        }
+        Command::Continue(args) => continue_job(&ctx, args).await,
+        Command::Cancel { job, reason } => {
+            let result = one_call(&ctx, Access::Write, Request::Cancel { job, reason }).await?;
+            print(&ctx, &result, |out, v| {
+                println!(
+                    "job {} {}",
+                    out.bold(v["job"].as_str().unwrap_or_default()),
+                    out.status("cancelled")
+                );
+            });
+            Ok(Code::Ok)
+        }
+        Command::Inspect { job } => {
+            let inspect = one_call(&ctx, Access::Read, Request::Inspect { job }).await?;
+            print(&ctx, &inspect, output::print_inspect);
+            Ok(Code::Ok)
+        }
+        Command::Flows(command) => flows(&ctx, command).await,
+        Command::Vitality => {
+            let vitality = one_call(&ctx, Access::Read, Request::Vitality).await?;
+            print(&ctx, &vitality, output::print_vitality);
+            Ok(Code::Ok)
+        }
+        Command::Places { command } => crate::places_cmd::run(&ctx, command).await,
+        Command::Sim(args) => crate::sim_cmd::run(&ctx, args),
+        Command::Interests { .. } => crate::interests_cmd::list(&ctx).await,
+        Command::Emit { event, data } => crate::interests_cmd::emit(&ctx, event, &data).await,
+        Command::Providers => crate::interests_cmd::providers(&ctx),
+        Command::Tree => {
+            let tree = one_call(&ctx, Access::Read, Request::Tree).await?;
+            print(&ctx, &tree, output::print_node_tree);
+            Ok(Code::Ok)
+        }
+        Command::Doctor => crate::doctor::run(&ctx).await,
+        Command::Version { full } => version(&ctx, full),
+        Command::Bench(BenchCommand::Jobs(args)) => crate::bench::jobs(&ctx, args).await,
+        Command::Mcp(args) => crate::mcp::run(&ctx, args).await,
+        Command::Bench(BenchCommand::Tunnel(args)) => crate::bench_tunnel::run(&ctx, args).await,
+        Command::Token(command) => crate::tokens::run(&ctx, command).await,
+        Command::Bench(BenchCommand::Index(args)) => crate::bench_index::run(&ctx, args),
+        Command::Intel(command) => crate::intel_cmd::run(&ctx, command),
+    }
+}
+
+pub fn print(ctx: &Ctx, value: &Value, human: impl Fn(&Output, &Value)) {
+    if ctx.out.json {
+        ctx.out.json(value);
+    } else {
+        human(&ctx.out, value);
+    }
+}
+
+/// Parses a duration like `500ms`, `30s`, `5m`, `1h`.
+pub fn duration_ms(text: &str, flag: &str) -> Result<u64, CliError> {
+    let parsed = text
+        .parse::<u64>()
+        .ok()
+        .or_else(|| palm_actors::definition::parse_duration_ms(text));
+    parsed.ok_or_else(|| {
+        CliError::usage(
+            "invalid_input",
+            format!("{flag} `{text}` is not a duration (e.g. 500ms, 30s, 5m)"),
+        )
+    })
+}
+
+/// A FLOW argument: a file (read and parsed now, so a broken flow is refused before any
+/// store is touched) or the name of a stored flow.
+pub fn flow_arg(text: &str) -> Result<FlowArg, CliError> {
+    let path = Path::new(text);
+    if path.is_file() {
+        let source = std::fs::read_to_string(path)
+            .map_err(|e| CliError::usage("invalid_flow", format!("cannot read {text}: {e}")))?;
+        if let Err(diagnostics) = palm_actors::definition::parse(&source, text) {
+            let first = diagnostics[0].to_string();
+            let more = diagnostics.len() - 1;
+            let message = if more == 0 {
+                first
+            } else {
+                format!(
+                    "{first}
+({more} more; `palm flows validate {text}` lists all)"
+                )
+            };
+            return Err(CliError::usage("invalid_flow", message));
+        }
+        return Ok(FlowArg::Source {
+            source,
+            origin: text.to_owned(),
+        });
+    }
+    if path.is_dir() {
+        return Err(CliError::usage(
+            "invalid_flow",
+            format!("{text} is a directory, not a flow file"),
+        ));
+    }
+    let looks_like_path = text.contains('/')
+        || [".yaml", ".yml", ".json"]
+            .iter()
+            .any(|ext| text.ends_with(ext));
+    if looks_like_path {
+        return Err(CliError::usage("invalid_flow", format!("no such flow file: {text}"))
+            .with_hint("FLOW is a path to a YAML/JSON file or the name of a stored flow (`palm flows list`)"));
+    }
+    Ok(FlowArg::Stored {
+        name: text.to_owned(),
+        revision: None,
+    })
+}
+
+fn into_result(response: Response) -> Result<Value, CliError> {
+    if response.ok {
+        return Ok(response.result.unwrap_or(Value::Null));
+    }
+    let error = response.error.unwrap_or_else(|| {
+        crate::control::protocol::ErrorBody::failure("error", "the node refused the request")
+    });
+    Err(CliError {
+        code: match error.exit {
+            2 => Code::Usage,
+            3 => Code::JobFailed,
+            4 => Code::JobWaiting,
+            5 => Code::JobCancelled,
+            _ => Code::Failure,
+        },
+        kind: error.kind,
+        message: error.message,
+        hint: error.hint,
+    })
+}
+
+/// Whether a command only reads, or writes too.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads: without a node, the store is left exactly as found.
+    Read,
+    /// Writes: without a node, changes are committed directly.
+    Write,
+}
+
+/// Where requests go.
+pub enum Target {
+    /// A node serving the data directory.
+    Remote(Client),
+    /// A node booted in this process.
+    Embedded(Box<Node>),
+    /// No node: the store, through a desk.
+    Store {
+        /// The desk.
+        desk: Box<Desk>,
+        /// Commit what requests write.
+        writes: bool,
+        /// Held while the desk is open, so no node boots under us.
+        _lock: Option<DataLock>,
+    },
+}
+
+async fn connect(data: &Path) -> Option<Client> {
+    Client::connect(&socket_path(data)).await
+}
+
+/// Waits for a node that holds the lock but is still booting to open its socket.
+async fn connect_when_up(data: &Path) -> Result<Client, CliError> {
+    for _ in 0..100 {
+        if let Some(client) = connect(data).await {
+            return Ok(client);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(CliError::failure(
+        "unavailable",
+        format!(
+            "a node holds {} but does not answer on its socket",
+            data.display()
+        ),
+    )
+    .with_hint("`palm doctor` checks the data directory"))
+}
+
+fn offline_info(data: &Path) -> NodeInfo {
+    NodeInfo {
+        name: default_node_name(),
+        profile: "all-in-one".to_owned(),
+        data: data.to_owned(),
+        pid: std::process::id(),
+        started_at: now_ms(),
+        embedded: true,
+    }
+}
+
+fn open_desk(store: Arc<dyn Store>, data: &Path) -> Result<Desk, CliError> {
+    let config = JobPathConfig {
+        node: default_node_name(),
+        ..JobPathConfig::default()
+    };
+    let (path, _) = JobPath::open(&*store, config, now_ms())
+        .map_err(|e| CliError::failure("store", format!("cannot open the job path: {e}")))?;
+    Ok(Desk {
+        path,
+        store,
+        info: offline_info(data),
+        places: None,
+    })
+}
+
+impl Target {
+    /// A target for one request: a running node, else the store directly.
+    pub async fn for_access(data: &Path, access: Access) -> Result<Target, CliError> {
+        if let Some(client) = connect(data).await {
+            return Ok(Target::Remote(client));
+        }
+        if access == Access::Read && !store_path(data).exists() {
+            // Nothing stored yet: answer from an empty store, without creating anything.
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::durable());
+            return Ok(Target::Store {
+                desk: Box::new(open_desk(store, data)?),
+                writes: false,
+                _lock: None,
+            });
+        }
+        if access == Access::Write {
+            check_writable(data)?;
+        }
+        let lock = match DataLock::acquire(data) {
+            Ok(lock) => lock,
+            Err(LockError::Busy { .. }) => return Ok(Target::Remote(connect_when_up(data).await?)),
+            Err(LockError::Io(message)) => return Err(CliError::usage("data_dir", message)),
+        };
+        let store = match access {
+            Access::Read => open_store_read_only(data)?,
+            Access::Write => open_store(data)?,
+        };
+        Ok(Target::Store {
+            desk: Box::new(open_desk(store, data)?),
+            writes: access == Access::Write,
+            _lock: Some(lock),
+        })
+    }
+
+    /// A target that can drive jobs: a running node, else an embedded one.
+    pub async fn driving(data: &Path, seats: Option<usize>) -> Result<Target, CliError> {
+        if let Some(client) = connect(data).await {
+            return Ok(Target::Remote(client));
+        }
+        // An embedded node is the same node `palm up` would run: same config.
+        let config = crate::config::load(data, None)?;
+        let mut settings = NodeSettings::default();
+        if let Some(seats) = seats.or(config.seats) {
+            settings.seats = seats.max(1);
+        }
+        settings.capabilities = config.capabilities;
+        settings.places = config.places;
+        settings.providers = config.providers;
+        if let Some(lease_ms) = config.lease_ms {
+            settings.lease_ms = lease_ms;
+        }
+        let options = BootOptions {
+            data: data.to_owned(),
+            name: config.name.unwrap_or_else(default_node_name),
+            profile: "all-in-one".to_owned(),
+            settings,
+            embedded: true,
+        };
+        match Node::boot(options).await {
+            Ok(node) => Ok(Target::Embedded(Box::new(node))),
+            Err(err) if err.kind == "already_running" => {
+                Ok(Target::Remote(connect_when_up(data).await?))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Sends one request.
+    pub async fn call(&mut self, request: Request) -> Result<Value, CliError> {
+        let response = match self {
+            Target::Remote(client) => client.call(&request).await.map_err(|e| {
+                CliError::failure("unavailable", format!("the node stopped answering: {e}"))
+            })?,
+            Target::Embedded(node) => node.call(request).await,
+            Target::Store { desk, writes, .. } => {
+                let answer = desk.answer(request, true);
+                let batch = desk.path.take_batch();
+                desk.path.take_notices();
+                if *writes && !batch.is_empty() {
+                    desk.store
+                        .commit(&batch)
+                        .and_then(|()| desk.store.flush())
+                        .map_err(|e| CliError::failure("store", format!("cannot commit: {e}")))?;
+                }
+                match answer {
+                    Answer::AfterCommit(response) => response,
+                    Answer::Read(request) => desk.read(request, None),
+                    // No node runs here, so nothing can move the job: answer as it is.
+                    Answer::Watch(job) => desk.view(&job),
+                }
+            }
+        };
+        into_result(response)
+    }
+
+    /// True when requests reach no node (jobs will not move until one runs).
+    pub fn is_offline(&self) -> bool {
+        matches!(self, Target::Store { .. })
+    }
+
+    /// Releases the target (stops an embedded node).
+    pub async fn finish(self) {
+        if let Target::Embedded(node) = self {
+            node.shutdown(Duration::ZERO).await;
+        }
+    }
+}
+
+pub async fn one_call(ctx: &Ctx, access: Access, request: Request) -> Result<Value, CliError> {
+    let mut target = Target::for_access(&ctx.data, access).await?;
+    let result = target.call(request).await;
+    target.finish().await;
+    result
+}
+
+fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {
+    if ctx.out.json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message);
+    bar.enable_steady_tick(Duration::from_millis(100));
+    Some(bar)
+}
+
+fn status_code(view: &Value) -> Code {
+    view.get("status")
+        .and_then(Value::as_str)
+        .and_then(JobStatus::parse)
+        .map_or(Code::Ok, Code::for_status)
+}
+
+/// Waits for a job to settle and prints it.
+async fn wait_and_print(
+    ctx: &Ctx,
+    target: &mut Target,
+    job: &str,
+    timeout_ms: Option<u64>,
+) -> CliResult {
+    let bar = spinner(ctx, format!("job {job}"));
+    let view = target
+        .call(Request::Wait {
+            job: job.to_owned(),
+            timeout_ms,
+        })
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let view = view?;
+    print(ctx, &view, output::print_status);
+    Ok(status_code(&view))
+}
+
+/// Without a running node, a request that would be refused is checked against the store
+/// read-only first, so refusing it never boots a node (which would touch the store).
+async fn precheck(ctx: &Ctx, request: Request) -> Result<Option<Value>, CliError> {
+    if connect(&ctx.data).await.is_some() || !store_path(&ctx.data).exists() {
+        return Ok(None);
+    }
+    one_call(ctx, Access::Read, request).await.map(Some)
+}
+
+async fn run_flow(ctx: &Ctx, args: RunArgs) -> CliResult {
+    let flow = flow_arg(&args.flow)?;
+    let timeout_ms = args
+        .timeout
+        .as_deref()
+        .map(|t| duration_ms(t, "--timeout"))
+        .transpose()?;
+    if let FlowArg::Stored { name, revision } = &flow {
+        let exists = precheck(
+            ctx,
+            Request::FlowsShow {
+                name: name.clone(),
+                revision: *revision,
+            },
+        )
+        .await;
+        if let Err(mut err) = exists {
+            err.hint = Some("FLOW is a path to a YAML/JSON file or the name of a stored flow (`palm flows list`)".into());
+            return Err(err);
+        }
+    }
+    let mut target = Target::driving(&ctx.data, args.seats).await?;
+    let result = async {
+        let submitted = target
+            .call(Request::Submit {
+                flow,
+                input: Default::default(),
+                args: args.inputs,
+                started_by: None,
+            })
+            .await?;
+        let job = submitted["job"].as_str().unwrap_or_default().to_owned();
+        wait_and_print(ctx, &mut target, &job, timeout_ms).await
+    }
+    .await;
+    target.finish().await;
+    result
+}
+
+async fn submit(ctx: &Ctx, args: SubmitArgs) -> CliResult {
+    let flow = flow_arg(&args.flow)?;
+    let mut target = Target::for_access(&ctx.data, Access::Write).await?;
+    let offline = target.is_offline();
+    let result = target
+        .call(Request::Submit {
+            flow,
+            input: Default::default(),
+            args: args.inputs,
+            started_by: None,
+        })
+        .await;
+    target.finish().await;
+    let submitted = result?;
+    let summary = json!({"job": submitted["job"], "status": submitted["status"]});
+    print(ctx, &summary, |out, v| {
+        println!(
+            "job {} {}",
+            out.bold(v["job"].as_str().unwrap_or_default()),
+            out.status(v["status"].as_str().unwrap_or_default())
+        );
+    });
+    if offline {
+        eprintln!(
+            "palm: no node is running on {}; the job moves when one does (`palm up`), or use `palm run`",
+            ctx.data.display()
+        );
+    }
+    Ok(Code::Ok)
+}
+
+async fn continue_job(ctx: &Ctx, args: ContinueArgs) -> CliResult {
+    let input: Value =
+        serde_json::from_str(&args.input).unwrap_or_else(|_| Value::String(args.input.clone()));
+    let timeout_ms = args
+        .timeout
+        .as_deref()
+        .map(|t| duration_ms(t, "--timeout"))
+        .transpose()?;
+    if let Some(view) = precheck(
+        ctx,
+        Request::Status {
+            job: args.job.clone(),
+        },
+    )
+    .await?
+    {
+        check_continue(&view, &args.job, &args.key, &input)?;
+    }
+    let mut target = if args.no_wait {
+        Target::for_access(&ctx.data, Access::Write).await?
+    } else {
+        Target::driving(&ctx.data, None).await?
+    };
+    let result = async {
+        let continued = target
+            .call(Request::Continue {
+                job: args.job.clone(),
+                key: args.key.clone(),
+                input,
+            })
+            .await?;
+        if args.no_wait {
+            print(ctx, &continued, |out, v| {
+                println!(
+                    "job {} {}",
+                    out.bold(v["job"].as_str().unwrap_or_default()),
+                    out.status(v["status"].as_str().unwrap_or_default())
+                );
+            });
+            return Ok(Code::Ok);
+        }
+        wait_and_print(ctx, &mut target, &args.job, timeout_ms).await
+    }
+    .await;
+    target.finish().await;
+    result
+}
+
+/// The refusals a node would give a continue, decided from a status view.
+fn check_continue(view: &Value, job: &str, key: &str, input: &Value) -> Result<(), CliError> {
+    use palm_actors::job::ApplyError;
+    let status = view["status"]
+        .as_str()
+        .and_then(JobStatus::parse)
+        .unwrap_or(JobStatus::Pending);
+    if status.is_terminal() {
+        let err = ApplyError::Terminal {
+            job: job.to_owned(),
+            status,
+        };
+        return Err(CliError::usage("job_finished", err.to_string()));
+    }
+    let waits = view["waiting_on"].as_array().cloned().unwrap_or_default();
+    let Some(wait) = waits.iter().find(|w| w["key"] == key) else {
+        let waiting = waits
+            .iter()
+            .filter_map(|w| w["key"].as_str().map(str::to_owned))
+            .collect();
+        let err = ApplyError::NotWaitingOn {
+            job: job.to_owned(),
+            key: key.to_owned(),
+            waiting,
+        };
+        return Err(CliError::usage("not_waiting", err.to_string()));
+    };
+    let choices: Vec<palm_actors::json::Json> = wait["choices"]
+        .as_array()
+        .map(|c| c.iter().cloned().map(palm_actors::json::Json).collect())
+        .unwrap_or_default();
+    let schema = wait
+        .get("schema")
+        .filter(|s| !s.is_null())
+        .cloned()
+        .map(palm_actors::json::Json);
+    if let Err(problems) = palm_actors::job::validate_wait_input(&choices, schema.as_ref(), input) {
+        let err = ApplyError::InvalidInput {
+            key: key.to_owned(),
+            problems,
+        };
+        return Err(CliError::usage("invalid_input", err.to_string()));
+    }
+    Ok(())
+}
+
+async fn flows(ctx: &Ctx, command: FlowsCommand) -> CliResult {
+    match command {
+        FlowsCommand::Validate { files } => crate::validate::validate(ctx, &files),
+        FlowsCommand::Schema => {
+            print!("{}", palm_actors::definition::schema::FLOW_SCHEMA);
+            Ok(Code::Ok)
+        }
+        FlowsCommand::Trace { spec, ticks } => {
+            let text = std::fs::read_to_string(&spec).map_err(|e| {
+                CliError::usage(
+                    "invalid_input",
+                    format!("cannot read {}: {e}", spec.display()),
+                )
+            })?;
+            let value: Value = serde_json::from_str(&text).map_err(|e| {
+                CliError::usage(
+                    "invalid_input",
+                    format!(
+                        "{}:{}:{}: not JSON: {e}",
+                        spec.display(),
+                        e.line(),
+                        e.column()
+                    ),
+                )
+            })?;
+            let lines = palm_actors::bt::trace::trace(&value, ticks).map_err(|e| {
+                CliError::usage("invalid_input", format!("{}: {e}", spec.display()))
+            })?;
+            if ctx.out.json {
+                let ticks: Vec<Value> = lines
+                    .iter()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                ctx.out.json(&json!({ "ticks": ticks }));
+            } else {
+                for line in lines {
+                    println!("{line}");
+                }
+            }
+            Ok(Code::Ok)
+        }
+        FlowsCommand::Add { file } => {
+            let source = std::fs::read_to_string(&file).map_err(|e| {
+                CliError::usage(
+                    "invalid_flow",
+                    format!("cannot read {}: {e}", file.display()),
+                )
+            })?;
+            let origin = file.display().to_string();
+            let added = one_call(ctx, Access::Write, Request::FlowsAdd { source, origin }).await?;
+            print(ctx, &added, |out, v| {
+                let verb = if v["created"].as_bool() == Some(true) {
+                    "stored"
+                } else {
+                    "unchanged"
+                };
+                println!(
+                    "{} {} revision {}",
+                    verb,
+                    out.bold(v["name"].as_str().unwrap_or_default()),
+                    v["revision"]
+                );
+            });
+            Ok(Code::Ok)
+        }
+        FlowsCommand::List => {
+            let flows = one_call(ctx, Access::Read, Request::FlowsList).await?;
+            print(ctx, &flows, |out, v| {
+                let list = v["flows"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    println!("{}", out.dim("no flows stored"));
+                }
+                for flow in list {
+                    let description = flow["description"]
+                        .as_str()
+                        .map(|d| format!("  {}", out.dim(d)))
+                        .unwrap_or_default();
+                    println!(
+                        "{} rev {}{description}",
+                        out.bold(flow["name"].as_str().unwrap_or_default()),
+                        flow["revision"]
+                    );
+                }
+            });
+            Ok(Code::Ok)
+        }
+        FlowsCommand::Show { name, revision } => {
+            let flow = one_call(ctx, Access::Read, Request::FlowsShow { name, revision }).await?;
+            print(ctx, &flow, |out, v| {
+                println!(
+                    "{} rev {} (revisions: {})",
+                    out.bold(v["name"].as_str().unwrap_or_default()),
+                    v["revision"],
+                    v["revisions"]
+                );
+                println!(
+                    "{}",
+                    out.dim(&format!(
+                        "from {}",
+                        v["origin"].as_str().unwrap_or_default()
+                    ))
+                );
+                print!("{}", v["source"].as_str().unwrap_or_default());
+            });
+            Ok(Code::Ok)
+        }
+    }
+}
+
+fn version(ctx: &Ctx, full: bool) -> CliResult {
+    let info = json!({
+        "name": "palm",
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": option_env!("PALM_GIT_COMMIT"),
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "target": format!("{}-{}", std::env::consts::ARCH, std::env::consts::OS),
+        "store": { "default": "redb", "format": palm_actors::path::records::FORMAT },
+        "tree_semantics": "py_trees 2.x",
+    });
+    if ctx.out.json {
+        ctx.out.json(&info);
+    } else if full {
+        println!("palm {}", env!("CARGO_PKG_VERSION"));
+        println!(
+            "  commit   {}",
+            option_env!("PALM_GIT_COMMIT").unwrap_or("unknown")
+        );
+        println!(
+            "  build    {}",
+            info["profile"].as_str().unwrap_or_default()
+        );
+        println!("  target   {}", info["target"].as_str().unwrap_or_default());
+        println!("  store    redb ({})", palm_actors::path::records::FORMAT);
+    } else {
+        println!("palm {}", env!("CARGO_PKG_VERSION"));
+    }
+    Ok(Code::Ok)
+}
+
+async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
+    // Before anything boots: a signal that arrives while the node (or its tree organ)
+    // starts must stop it gracefully, not kill it with the default action.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let config = crate::config::load(&ctx.data, args.config.as_deref())?;
+    let mut settings = NodeSettings::default();
+    if let Some(seats) = args.seats.or(config.seats) {
+        if seats == 0 {
+            return Err(CliError::usage(
+                "invalid_input",
+                "--seats must be at least 1",
+            ));
+        }
+        settings.seats = seats;
+    }
+    settings.grace_ms = args.grace_ms;
+    settings.capabilities = config.capabilities.clone();
+    settings.places = config.places.clone();
+    settings.providers = config.providers.clone();
+    if let Some(lease_ms) = config.lease_ms {
+        settings.lease_ms = lease_ms;
+    }
+    let (profile, name, plan) = crate::link::plan(
+        &ctx.data,
+        &crate::link::UpTree {
+            profile: args.profile.as_deref(),
+            listen: args.listen.as_deref(),
+            parent: args.parent.as_deref(),
+            token: args.token.as_deref(),
+            name: args.name.or(config.name),
+        },
+    )?;
+    let mut node = Node::boot(BootOptions {
+        data: ctx.data.clone(),
+        name: name.clone(),
+        profile,
+        settings: settings.clone(),
+        embedded: false,
+    })
+    .await?;
+    let tree = match plan {
+        Some(plan) => match crate::link::start(node.genome(), plan, config.link.clone()).await {
+            Ok(tree) => Some(tree),
+            Err(err) => {
+                node.shutdown(Duration::ZERO).await;
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    if let Some(tree) = &tree {
+        match tree.tree_json()["listen"].as_str() {
+            Some(listen) => eprintln!(
+                "palm: {} of tree {} accepting children on {listen}",
+                tree.role, tree.tree_id
+            ),
+            None => eprintln!(
+                "palm: {} of tree {}, linking to its parent",
+                tree.role, tree.tree_id
+            ),
+        }
+    }
+    eprintln!(
+        "palm: node {name} up on {} ({} seats); control socket {}",
+        ctx.data.display(),
+        settings.seats,
+        socket_path(&ctx.data).display()
+    );
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+        () = node.stopped() => {
+            return Err(CliError::failure("escalated", "the node's organs failed beyond their restart limits; see the log above"));
+        }
+    }
+    eprintln!(
+        "palm: stopping (running effects have {} ms to finish)",
+        settings.grace_ms
+    );
+    if let Some(tree) = &tree {
+        tree.shutdown().await;
+    }
+    node.shutdown(Duration::from_millis(settings.grace_ms))
+        .await;
+    Ok(Code::Ok)
+}

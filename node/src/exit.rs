@@ -1,0 +1,106 @@
+//! Exit codes and the error every command returns.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | the job succeeded, or the command did what it was asked |
+//! | 1 | any other error (I/O, a store problem, a node that does not answer) |
+//! | 2 | usage error or invalid input (bad flow, unknown job, wrong wait key, ...) |
+//! | 3 | the job failed |
+//! | 4 | the job is waiting for input |
+//! | 5 | the job was cancelled |
+
+use palm_actors::job::JobStatus;
+use std::fmt;
+
+/// Process exit codes (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// 0
+    Ok = 0,
+    /// 1
+    Failure = 1,
+    /// 2
+    Usage = 2,
+    /// 3
+    JobFailed = 3,
+    /// 4
+    JobWaiting = 4,
+    /// 5
+    JobCancelled = 5,
+}
+
+impl Code {
+    /// The exit code that reports a job in this status.
+    pub fn for_status(status: JobStatus) -> Code {
+        match status {
+            JobStatus::Succeeded => Code::Ok,
+            JobStatus::Failed => Code::JobFailed,
+            JobStatus::Waiting => Code::JobWaiting,
+            JobStatus::Cancelled => Code::JobCancelled,
+            // Still going (a wait that timed out, or `--no-wait`): the command itself worked.
+            JobStatus::Pending | JobStatus::Running => Code::Ok,
+        }
+    }
+}
+
+/// A command's failure: what to tell the person, and how to exit.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit code.
+    pub code: Code,
+    /// A short machine-readable kind (`unknown_job`, `invalid_input`, ...).
+    pub kind: String,
+    /// One line saying what went wrong.
+    pub message: String,
+    /// What to do about it, when we know.
+    pub hint: Option<String>,
+}
+
+impl CliError {
+    /// Invalid input or usage (exit 2).
+    pub fn usage(kind: &str, message: impl Into<String>) -> CliError {
+        CliError {
+            code: Code::Usage,
+            kind: kind.to_owned(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Any other failure (exit 1).
+    pub fn failure(kind: &str, message: impl Into<String>) -> CliError {
+        CliError {
+            code: Code::Failure,
+            kind: kind.to_owned(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(err: anyhow::Error) -> Self {
+        CliError::failure("error", format!("{err:#}"))
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(err: std::io::Error) -> Self {
+        CliError::failure("io", err.to_string())
+    }
+}
+
+/// Result of a command: the exit code to use on success paths (a job's outcome).
+pub type CliResult = Result<Code, CliError>;

@@ -1,0 +1,584 @@
+//! The desk: answers control requests against a job path and its store.
+//!
+//! The kernel actor owns a desk and commits what it writes; commands that run without a
+//! node use a desk directly, and commit only when the request is meant to change
+//! something (a read-only command leaves the store exactly as it found it).
+
+use super::{NodeInfo, now_ms};
+use crate::control::protocol::{ErrorBody, FlowArg, Request, Response};
+use palm_actors::job::{ApplyError, JobStatus};
+use palm_actors::path::{FlowRef, JobError, JobPath, JobView, SubmitError, SubmitRequest};
+use palm_actors::place::Blocked;
+use palm_actors::store::Store;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// How a request is answered.
+pub enum Answer {
+    /// A change: answer once the writes it caused are durable.
+    AfterCommit(Response),
+    /// A read: evaluate it with [`Desk::read`] once pending writes are durable, so it
+    /// sees every change acknowledged before it and nothing a crash could take back.
+    Read(Request),
+    /// Answer when the job settles (terminal or waiting).
+    Watch(String),
+}
+
+/// Live facts only a running node has (seats, commits); absent for an offline desk.
+pub struct Live {
+    /// The seats' report.
+    pub seats: Value,
+    /// Durable commits made.
+    pub commits: u64,
+    /// The links' board (`[]` for an all-in-one node).
+    pub links: Value,
+    /// The tree organ's identity (`null` for an all-in-one node).
+    pub tree: Value,
+}
+
+/// See the module docs.
+pub struct Desk {
+    /// The job path.
+    pub path: JobPath,
+    /// Its store.
+    pub store: Arc<dyn Store>,
+    /// The node answering.
+    pub info: NodeInfo,
+    /// The running node's place board (absent for an offline desk: nothing runs then, so
+    /// nothing is blocked).
+    pub places: Option<Arc<super::Genome>>,
+}
+
+fn invalid(kind: &str, err: impl ToString) -> Response {
+    Response::err(ErrorBody::invalid(kind, err.to_string()))
+}
+
+/// Maps a job error to a response.
+pub fn job_error(err: JobError) -> Response {
+    match err {
+        JobError::UnknownJob(job) => Response::err(
+            ErrorBody::invalid("unknown_job", format!("unknown job `{job}`"))
+                .hint("`palm jobs` lists the jobs of this node"),
+        ),
+        JobError::Refused(ApplyError::NotWaitingOn { .. }) => invalid("not_waiting", err),
+        JobError::Refused(ApplyError::InvalidInput { .. }) => invalid("invalid_input", err),
+        JobError::Refused(ApplyError::Terminal { .. }) => invalid("job_finished", err),
+        JobError::Refused(other) => invalid("refused", other),
+        JobError::Store(store) => Response::err(ErrorBody::failure("store", store.to_string())),
+    }
+}
+
+/// The JSON of `palm status`.
+pub fn view_json(view: &JobView) -> Value {
+    let mut value = serde_json::to_value(view).unwrap_or(Value::Null);
+    if let Some(waiting) = value.get_mut("waiting_on").and_then(Value::as_array_mut) {
+        for wait in waiting {
+            if let Some(object) = wait.as_object_mut() {
+                object.remove("park");
+            }
+        }
+    }
+    value
+}
+
+/// Terminal or waiting: nothing moves the job without someone acting.
+pub fn settled(status: JobStatus) -> bool {
+    status.is_terminal() || status == JobStatus::Waiting
+}
+
+impl Desk {
+    /// The status view of a job.
+    pub fn view(&mut self, job: &str) -> Response {
+        match self.path.job_view(&*self.store, job) {
+            Ok(Some(view)) => {
+                let mut value = view_json(&view);
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("blocked_on".into(), json!(self.blocked_on(job)));
+                }
+                Response::ok(value)
+            }
+            Ok(None) => job_error(JobError::UnknownJob(job.to_owned())),
+            Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+        }
+    }
+
+    /// The needs (places, capabilities) that hold back the job's ready effects.
+    pub fn blocked_on(&self, job: &str) -> Vec<Blocked> {
+        let Some(genome) = &self.places else {
+            return Vec::new();
+        };
+        let snapshot = genome.places.snapshot();
+        let mut blocked: Vec<Blocked> = Vec::new();
+        for record in self.path.effects().values() {
+            if record.job != job || record.claim.is_some() {
+                continue;
+            }
+            let requirements = record.request.requirements();
+            for need in snapshot
+                .readiness
+                .blocked(job, &requirements, record.created_at)
+            {
+                if !blocked.iter().any(|b| b.place == need.place) {
+                    blocked.push(need);
+                }
+            }
+        }
+        blocked.sort_by(|a, b| a.place.cmp(&b.place));
+        blocked
+    }
+
+    /// Places requests without a running node: the stored runtime places can be listed
+    /// (as not running); changing them needs the node that runs them.
+    fn places_offline(&self, request: &Request) -> Response {
+        match request {
+            Request::Places => {
+                match palm_actors::place::PlaceBook::open(&*self.store, Vec::new()) {
+                    Ok((_, specs, _)) => {
+                        let places: Vec<Value> = specs
+                        .iter()
+                        .map(|spec| {
+                            json!({
+                                "name": spec.name,
+                                "kind": match spec.source { palm_actors::place::Source::Spawn(_) => "spawn", _ => "adopt" },
+                                "target": spec.source.describe(),
+                                "state": "stopped",
+                                "reason": "no node is running",
+                                "probe": spec.probe.check.describe(),
+                                "capabilities": spec.capabilities,
+                                "owner": "node",
+                                "origin": "runtime",
+                            })
+                        })
+                        .collect();
+                        Response::ok(json!({ "places": places, "running": false }))
+                    }
+                    Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+                }
+            }
+            Request::PlacesEvents { place, limit } => {
+                match palm_actors::place::read_node_events(&*self.store, usize::MAX) {
+                    Ok(events) => Response::ok(json!({
+                        "events": super::places::events_json(
+                            events,
+                            place.as_deref(),
+                            limit.unwrap_or(super::places::EVENTS_DEFAULT),
+                        )
+                    })),
+                    Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+                }
+            }
+            _ => Response::err(
+                ErrorBody::failure(
+                    "no_node",
+                    format!(
+                        "no node is running on {}: places live in a running node",
+                        self.info.data.display()
+                    ),
+                )
+                .hint("start one with `palm up`"),
+            ),
+        }
+    }
+
+    /// Answers one request. `accepting` is false while the node shuts down.
+    pub fn answer(&mut self, request: Request, accepting: bool) -> Answer {
+        let now = now_ms();
+        let store = Arc::clone(&self.store);
+        let response = match request {
+            read @ (Request::Ping
+            | Request::Status { .. }
+            | Request::Jobs { .. }
+            | Request::Inspect { .. }
+            | Request::FlowsList
+            | Request::FlowsShow { .. }
+            | Request::Vitality
+            | Request::Interests) => return Answer::Read(read),
+            Request::Kv { action, key, value } if action == "get" || action == "list" => {
+                return Answer::Read(Request::Kv { action, key, value });
+            }
+            Request::Kv { action, key, value } => match action.as_str() {
+                "put" => match self.path.kv_put(&key, &value) {
+                    Ok(()) => Response::ok(json!({"key": key, "stored": true})),
+                    Err(err) => invalid("invalid_input", err),
+                },
+                "delete" => {
+                    self.path.kv_delete(&key);
+                    Response::ok(json!({"key": key, "deleted": true}))
+                }
+                other => invalid(
+                    "invalid_input",
+                    format!("unknown kv action `{other}`; use get, put, delete or list"),
+                ),
+            },
+            Request::Emit { event, data } => {
+                if event.is_empty() {
+                    return Answer::AfterCommit(invalid("invalid_input", "an event needs a name"));
+                }
+                let matched = self.path.emit(now, &event, data);
+                Response::ok(json!({"event": event, "matched": matched}))
+            }
+            Request::Tree => {
+                // Only reached offline: a running node answers from its tree organ.
+                return Answer::AfterCommit(Response::ok(json!({
+                    "node": self.info.name, "role": self.info.profile, "running": false,
+                    "tree": {"name": self.info.name, "self": true, "children": []},
+                })));
+            }
+            places @ (Request::Places
+            | Request::PlacesAdd { .. }
+            | Request::PlacesRemove { .. }
+            | Request::PlacesRestart { .. }
+            | Request::PlacesEvents { .. }) => {
+                // Only reached offline: a running node routes these to its places organ.
+                return Answer::AfterCommit(self.places_offline(&places));
+            }
+            Request::Submit {
+                flow,
+                input,
+                args,
+                started_by,
+            } => {
+                if !accepting {
+                    return Answer::AfterCommit(Response::err(ErrorBody::failure(
+                        "shutting_down",
+                        "the node is shutting down",
+                    )));
+                }
+                let flow = match flow {
+                    FlowArg::Stored { name, revision } => FlowRef::Stored { name, revision },
+                    FlowArg::Source { source, origin } => FlowRef::Source { source, origin },
+                };
+                let mut pairs = Vec::with_capacity(args.len());
+                for arg in args {
+                    match arg.split_once('=') {
+                        Some((key, value)) if !key.is_empty() => {
+                            pairs.push((key.to_owned(), value.to_owned()))
+                        }
+                        _ => {
+                            return Answer::AfterCommit(invalid(
+                                "invalid_input",
+                                format!("input `{arg}` is not KEY=VALUE"),
+                            ));
+                        }
+                    }
+                }
+                match self.path.submit(
+                    now,
+                    SubmitRequest {
+                        flow,
+                        input,
+                        args: pairs,
+                        started_by,
+                    },
+                    &*store,
+                ) {
+                    Ok(submitted) => Response::ok(json!({
+                        "job": submitted.job,
+                        "status": submitted.status,
+                        "flow": submitted.flow,
+                        "revision": submitted.revision,
+                    })),
+                    Err(
+                        err @ (SubmitError::UnknownFlow { .. }
+                        | SubmitError::UnknownRevision { .. }),
+                    ) => invalid("unknown_flow", err),
+                    Err(err @ SubmitError::InvalidInput(_)) => invalid("invalid_input", err),
+                    Err(err @ (SubmitError::Definition(_) | SubmitError::Compile(_))) => {
+                        invalid("invalid_flow", err)
+                    }
+                    Err(err @ SubmitError::Store(_)) => {
+                        Response::err(ErrorBody::failure("store", err.to_string()))
+                    }
+                }
+            }
+            Request::Continue { job, key, input } => {
+                match self.path.continue_job(now, &job, &key, input, &*store) {
+                    Ok(status) => Response::ok(json!({"job": job, "status": status})),
+                    Err(err) => job_error(err),
+                }
+            }
+            Request::Cancel { job, reason } => match self.path.cancel(now, &job, reason, &*store) {
+                Ok(status) => Response::ok(json!({"job": job, "status": status})),
+                Err(err) => job_error(err),
+            },
+            Request::Wait { job, timeout_ms } => {
+                let settled_now = self
+                    .path
+                    .active_job(&job)
+                    .is_none_or(|core| settled(core.status()));
+                return if settled_now {
+                    Answer::Read(Request::Wait { job, timeout_ms })
+                } else {
+                    Answer::Watch(job)
+                };
+            }
+            Request::TokenCreate { .. } | Request::TokenRevoke { .. } => {
+                // Answered by the tree organ (`crate::tokens`), never by the job path.
+                return Answer::AfterCommit(Response::err(ErrorBody::failure(
+                    "internal",
+                    "token requests are not answered by the kernel",
+                )));
+            }
+            Request::FlowsAdd { source, origin } => {
+                match self.path.add_definition(now, &source, &origin) {
+                    Ok(added) => Response::ok(serde_json::to_value(added).unwrap_or(Value::Null)),
+                    Err(err) => invalid("invalid_flow", err),
+                }
+            }
+        };
+        Answer::AfterCommit(response)
+    }
+
+    /// Answers a read-only request from committed state.
+    pub fn read(&mut self, request: Request, live: Option<Live>) -> Response {
+        match request {
+            Request::Ping => Response::ok(self.info.to_json()),
+            Request::Status { job } | Request::Wait { job, .. } => self.view(&job),
+            Request::Jobs { status, limit } => self.jobs(status, limit),
+            Request::Inspect { job } => self.inspect(&job),
+            Request::FlowsList => {
+                let flows: Vec<Value> = self
+                    .path
+                    .definitions()
+                    .iter()
+                    .map(|d| {
+                        json!({
+                            "name": d.record.name,
+                            "revision": d.record.revision,
+                            "description": d.definition.description,
+                            "origin": d.record.origin,
+                            "added_at": d.record.added_at,
+                        })
+                    })
+                    .collect();
+                Response::ok(json!({ "flows": flows }))
+            }
+            Request::FlowsShow { name, revision } => self.flow(&name, revision),
+            Request::Vitality => Response::ok(self.vitality(live)),
+            Request::Interests => {
+                let interests = self.path.interests();
+                let pending: Vec<Value> = interests
+                    .pending()
+                    .map(|i| {
+                        json!({
+                            "id": i.id, "flow": i.flow, "cause": i.cause, "due_at": i.due_at,
+                            "coalesce_key": i.coalesce, "matches": i.matches, "depth": i.depth,
+                        })
+                    })
+                    .collect();
+                Response::ok(json!({ "interests": interests.views(), "pending": pending }))
+            }
+            Request::Kv { action, key, .. } if action == "get" => {
+                match self.path.kv_get(&*self.store, &key) {
+                    Ok(value) => {
+                        Response::ok(json!({"key": key, "found": value.is_some(), "value": value}))
+                    }
+                    Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+                }
+            }
+            Request::Kv { key, .. } => match self.path.kv_list(&*self.store, &key, 1000) {
+                Ok(keys) => Response::ok(json!({"prefix": key, "keys": keys})),
+                Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+            },
+            change => Response::err(ErrorBody::failure(
+                "internal",
+                format!("{change:?} is not a read"),
+            )),
+        }
+    }
+
+    fn jobs(&mut self, status: Option<String>, limit: Option<usize>) -> Response {
+        let filter = match status.as_deref() {
+            None => None,
+            Some(text) => match JobStatus::parse(text) {
+                Some(status) => Some(status),
+                None => {
+                    return invalid(
+                        "invalid_input",
+                        format!(
+                            "unknown status `{text}`; use pending, running, waiting, succeeded, failed or cancelled"
+                        ),
+                    );
+                }
+            },
+        };
+        match self
+            .path
+            .list_jobs(&*self.store, filter, limit.unwrap_or(usize::MAX))
+        {
+            Ok(records) => {
+                let jobs: Vec<Value> = records
+                    .iter()
+                    .map(|r| {
+                        json!({
+                            "job": r.id, "flow": r.flow, "status": r.status,
+                            "revision": r.revision, "created_at": r.created_at,
+                            "updated_at": r.updated_at, "waiting": r.waiting,
+                            "error": r.error,
+                        })
+                    })
+                    .collect();
+                Response::ok(json!({ "jobs": jobs }))
+            }
+            Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+        }
+    }
+
+    fn inspect(&mut self, job: &str) -> Response {
+        let store = Arc::clone(&self.store);
+        match self.path.job_view(&*store, job) {
+            Ok(Some(view)) => match self.path.journal(&*store, job) {
+                Ok(events) => {
+                    let events: Vec<Value> = events.iter().map(|e| e.to_json()).collect();
+                    Response::ok(json!({
+                        "job": view.job,
+                        "flow": view.flow,
+                        "revision": view.revision,
+                        "status": view.status,
+                        "error": view.error,
+                        "events": events,
+                        "tree": view.tree,
+                    }))
+                }
+                Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+            },
+            Ok(None) => job_error(JobError::UnknownJob(job.to_owned())),
+            Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+        }
+    }
+
+    fn flow(&self, name: &str, revision: Option<u32>) -> Response {
+        let Some(stored) = self.path.definition(name, revision) else {
+            return invalid(
+                "unknown_flow",
+                match (revision, self.path.definition(name, None)) {
+                    (Some(r), Some(latest)) => {
+                        format!(
+                            "flow `{name}` has no revision {r} (latest is {})",
+                            latest.record.revision
+                        )
+                    }
+                    _ => format!("unknown flow `{name}`"),
+                },
+            );
+        };
+        let revisions: Vec<u32> = self
+            .path
+            .revisions(name)
+            .iter()
+            .map(|d| d.record.revision)
+            .collect();
+        let inputs: Vec<Value> = stored
+            .definition
+            .input
+            .iter()
+            .map(|f| {
+                json!({
+                    "name": f.name,
+                    "schema": f.schema.source(),
+                    "default": f.default.as_ref().map(|d| &d.0),
+                    "required": f.default.is_none(),
+                })
+            })
+            .collect();
+        Response::ok(json!({
+            "name": stored.record.name,
+            "revision": stored.record.revision,
+            "revisions": revisions,
+            "description": stored.definition.description,
+            "input": inputs,
+            "origin": stored.record.origin,
+            "added_at": stored.record.added_at,
+            "source": stored.record.source,
+        }))
+    }
+
+    /// Ready (unclaimed) effects counted by each need they wait on.
+    fn queue_by_need(&self) -> serde_json::Map<String, Value> {
+        let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
+        for record in self.path.effects().values() {
+            if record.claim.is_some() {
+                continue;
+            }
+            for need in record.request.requirements() {
+                *counts.entry(need).or_default() += 1;
+            }
+        }
+        counts.into_iter().map(|(k, v)| (k, json!(v))).collect()
+    }
+
+    fn vitality(&self, live: Option<Live>) -> Value {
+        let counts = self.path.count_jobs(&*self.store).unwrap_or_default();
+        let by_status: serde_json::Map<String, Value> = counts
+            .iter()
+            .map(|(status, n)| (status.to_string(), json!(n)))
+            .collect();
+        let effects = self.path.effects();
+        let leases = effects.values().filter(|r| r.claim.is_some()).count();
+        let timers = effects
+            .values()
+            .filter(|r| matches!(r.request, palm_actors::bt::EffectRequest::Timer { .. }))
+            .count();
+        let mut vitality = self.info.to_json();
+        let object = vitality.as_object_mut().expect("node info is an object");
+        object.insert("running".into(), json!(live.is_some()));
+        object.insert(
+            "uptime_ms".into(),
+            json!(now_ms().saturating_sub(self.info.started_at)),
+        );
+        let (seats, commits, links, tree) = match live {
+            Some(live) => (live.seats, json!(live.commits), live.links, live.tree),
+            None => (
+                json!({"total": 0, "busy": 0, "idle": 0, "running": []}),
+                Value::Null,
+                crate::link::links_from_journal(&*self.store),
+                Value::Null,
+            ),
+        };
+        object.insert("seats".into(), seats);
+        object.insert(
+            "jobs".into(),
+            json!({ "active": self.path.active_jobs().count(), "by_status": by_status }),
+        );
+        object.insert(
+            "queue".into(),
+            json!({
+                "ready": self.path.ready_len(),
+                "by_need": self.queue_by_need(),
+                "timers": timers,
+                "leases": leases,
+                "next_deadline": self.path.next_deadline(),
+            }),
+        );
+        object.insert("store".into(), json!(self.store.describe()));
+        object.insert("commits".into(), commits);
+        object.insert(
+            "process".into(),
+            json!({ "rss_bytes": crate::sys::rss_bytes(), "cpu_ms": crate::sys::cpu_ms() }),
+        );
+        object.insert("links".into(), links);
+        object.insert("tree".into(), tree);
+        let projection = self
+            .places
+            .as_ref()
+            .and_then(|genome| genome.tree.get())
+            .map_or_else(
+                || json!({"of": null, "valid": true, "home_unreachable_since": null}),
+                |tree| tree.hop.projection_json(),
+            );
+        object.insert("projection".into(), projection);
+        object.insert("link_events".into(), crate::link::recent_json(&*self.store));
+        let places: Vec<Value> = match &self.places {
+            Some(genome) => genome
+                .places
+                .snapshot()
+                .views
+                .iter()
+                .map(super::places::view_json)
+                .collect(),
+            None => Vec::new(),
+        };
+        object.insert("places".into(), json!(places));
+        vitality
+    }
+}

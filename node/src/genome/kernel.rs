@@ -1,0 +1,508 @@
+//! The kernel: the actor that hosts the job path core (through its [`Desk`]) and commits.
+//!
+//! Every request that changes a job goes through this one actor, so the core needs no
+//! locks. Replies are *deferred*: the kernel answers only after the writes a request
+//! caused are committed and flushed.
+//!
+//! Commits are pipelined (group commit). After a change the kernel casts itself a
+//! `Flush`, which queues behind every message already waiting. The flush *seals* the
+//! pending writes into one batch — evaluating, at that instant, every read and every
+//! settled job's view, so each answer shows exactly what that batch makes durable — and
+//! hands the batch to a blocking committer. While it commits (fdatasync), the kernel goes
+//! on handling messages into the next batch; one commit is in flight at a time. When it
+//! is durable the committer sends the sealed replies, wakes the seats and tells the kernel
+//! (`Committed`), which seals the next batch if anything is pending.
+//!
+//! A failed commit is fatal to this kernel instance (its memory is ahead of the store):
+//! the handler returns an error, the sealed replies are dropped (their callers see the
+//! kernel gone), and the supervisor starts a fresh kernel from the store.
+
+use super::desk::{Answer, Desk, Live, settled};
+use super::places::PlacesMsg;
+use super::{Genome, now_ms};
+use crate::control::protocol::{Request, Response};
+use palm_actors::bt::Outcome;
+use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
+use palm_actors::store::{Store, WriteBatch};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tracing::{debug, error, info, warn};
+
+/// Messages the kernel handles.
+pub enum KernelMsg {
+    /// A control request (CLI, MCP, scripts).
+    Call(Request, RpcReplyPort<Response>),
+    /// A seat asks for work.
+    Claim {
+        /// `node/seat-N`.
+        holder: String,
+        /// The claimed effect, or nothing ready.
+        reply: RpcReplyPort<Option<ClaimedEffect>>,
+    },
+    /// A seat reports an effect's outcome.
+    Complete {
+        /// Effect key.
+        key: String,
+        /// Fencing token of the claim.
+        token: u64,
+        /// What happened.
+        outcome: Outcome,
+        /// The node that ran it, when not this one (a child it was placed on).
+        node: Option<String>,
+        /// Answered once durable.
+        reply: RpcReplyPort<Result<(), String>>,
+    },
+    /// The tree organ claims effects for a child: effects this node cannot run (a need
+    /// not ready here) whose needs the child offers. Answered once the claims are durable
+    /// (a remote holder cannot be told that a crash took its claim back).
+    ClaimFor {
+        /// `child:NAME`.
+        holder: String,
+        /// Needs ready on the child.
+        ready: Vec<String>,
+        /// At most this many.
+        max: usize,
+        /// The claims.
+        reply: RpcReplyPort<Vec<ClaimedEffect>>,
+    },
+    /// A claim is given back (a child refused the placement).
+    Release {
+        /// Effect key.
+        key: String,
+        /// Fencing token.
+        token: u64,
+    },
+    /// A seat extends its lease (answered once the new lease is durable).
+    Renew {
+        /// Effect key.
+        key: String,
+        /// Fencing token.
+        token: u64,
+        /// The new expiry, or why not.
+        reply: RpcReplyPort<Result<u64, String>>,
+    },
+    /// Timers, leases, yielded jobs or interests are due.
+    Tick,
+    /// A place changed state (interests may listen to it).
+    PlaceChanged {
+        /// The place.
+        place: String,
+        /// `ready`, `unready`, `failed`, ...
+        state: String,
+        /// Why.
+        reason: String,
+    },
+    /// Seal what is pending and commit it (or wait for the commit in flight).
+    Flush,
+    /// The commit in flight finished (its replies are already sent if it succeeded).
+    Committed(Result<(), String>),
+}
+
+type Deferred = Box<dyn FnOnce() + Send>;
+
+/// The kernel actor (behaviour only; see [`KernelState`]).
+pub struct Kernel;
+
+/// The kernel's state, built in `pre_start` from the store.
+pub struct KernelState {
+    genome: Arc<Genome>,
+    desk: Desk,
+    deferred: Vec<Deferred>,
+    reads: Vec<(Request, RpcReplyPort<Response>)>,
+    flush_scheduled: bool,
+    watchers: HashMap<String, Vec<RpcReplyPort<Response>>>,
+    /// The commit in flight, if any (awaited on stop so nothing sealed is lost).
+    committing: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A sealed batch and everything that may happen only once it is durable.
+struct Sealed {
+    batch: WriteBatch,
+    replies: Vec<Deferred>,
+    wake_seats: bool,
+    cancels: Vec<(String, String)>,
+    places: Vec<PlacesMsg>,
+}
+
+/// Opens the job path of a node's store.
+pub fn open_path(genome: &Genome) -> Result<JobPath, ActorProcessingErr> {
+    let config = JobPathConfig {
+        node: genome.info.name.clone(),
+        lease_ms: genome.settings.lease_ms,
+    };
+    let seed = now_ms() ^ (u64::from(std::process::id()) << 32);
+    let (path, report) = JobPath::open(&*genome.store, config, seed)?;
+    info!(
+        definitions = report.definitions,
+        jobs = report.jobs_resumed,
+        requeued = report.effects_requeued,
+        timers = report.timers_armed,
+        "job path open"
+    );
+    for (job, error) in &report.broken {
+        warn!(job, error, "job cannot be replayed; left untouched");
+    }
+    Ok(path)
+}
+
+impl Actor for Kernel {
+    type Msg = KernelMsg;
+    type State = KernelState;
+    type Arguments = Arc<Genome>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<KernelMsg>,
+        genome: Arc<Genome>,
+    ) -> Result<KernelState, ActorProcessingErr> {
+        let path = open_path(&genome)?;
+        let mut state = KernelState {
+            desk: Desk {
+                path,
+                store: Arc::clone(&genome.store),
+                info: genome.info.clone(),
+                places: Some(Arc::clone(&genome)),
+            },
+            genome: Arc::clone(&genome),
+            deferred: Vec::new(),
+            reads: Vec::new(),
+            flush_scheduled: false,
+            watchers: HashMap::new(),
+            committing: None,
+        };
+        state.commit_now()?;
+        // The place book holds the places of active jobs (and lets go of the places of
+        // jobs that ended while it was not told).
+        genome
+            .places
+            .tell(PlacesMsg::ActiveJobs(state.desk.path.active_job_places()));
+        genome.set_kernel(Some(myself.clone()));
+        // Recovered work: wake the seats and the timer wheel.
+        genome.seats.notify.notify_waiters();
+        let _ = myself.cast(KernelMsg::Tick);
+        Ok(state)
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<KernelMsg>,
+        state: &mut KernelState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.genome.set_kernel(None);
+        if let Some(in_flight) = state.committing.take() {
+            let _ = in_flight.await;
+        }
+        state.commit_now()?;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<KernelMsg>,
+        message: KernelMsg,
+        state: &mut KernelState,
+    ) -> Result<(), ActorProcessingErr> {
+        let now = now_ms();
+        match message {
+            KernelMsg::Call(request, reply) => {
+                match state.desk.answer(request, state.genome.accepting_work()) {
+                    Answer::AfterCommit(response) => state.defer(move || {
+                        let _ = reply.send(response);
+                    }),
+                    Answer::Read(request) => state.reads.push((request, reply)),
+                    Answer::Watch(job) => {
+                        // A waiter that gave up (timed out) leaves a closed port behind:
+                        // drop those, so polling a job that never settles cannot grow
+                        // this list without bound.
+                        let waiting = state.watchers.entry(job).or_default();
+                        waiting.retain(|port| !port.is_closed());
+                        waiting.push(reply);
+                    }
+                }
+            }
+            KernelMsg::Claim { holder, reply } => {
+                let claimed = if state.genome.accepting_work() {
+                    // Readiness gates: an effect is claimable only while every place or
+                    // capability it needs is ready.
+                    let places = state.genome.places.snapshot();
+                    state.desk.path.claim(now, &holder, &|job, request| {
+                        places.readiness.all_ready(job, &request.requirements())
+                    })
+                } else {
+                    None
+                };
+                // A claim is internal: it is answered at once. If this node dies before
+                // the claim is committed, the effect is simply still ready on restart.
+                let _ = reply.send(claimed);
+            }
+            KernelMsg::Complete {
+                key,
+                token,
+                outcome,
+                node,
+                reply,
+            } => {
+                let node = Some(node.unwrap_or_else(|| state.genome.info.name.clone()));
+                let result = state
+                    .desk
+                    .path
+                    .complete(now, &key, token, outcome, node)
+                    .map(|_| ())
+                    .map_err(|err| err.to_string());
+                state.defer(move || {
+                    let _ = reply.send(result);
+                });
+            }
+            KernelMsg::Renew { key, token, reply } => {
+                let result = state
+                    .desk
+                    .path
+                    .renew(now, &key, token)
+                    .map_err(|e| e.to_string());
+                // After the commit: a holder on another node must never believe in a
+                // lease that a crash of this node could take back.
+                state.defer(move || {
+                    let _ = reply.send(result);
+                });
+            }
+            KernelMsg::ClaimFor {
+                holder,
+                ready,
+                max,
+                reply,
+            } => {
+                let mut claimed = Vec::new();
+                if state.genome.accepting_work() {
+                    let places = state.genome.places.snapshot();
+                    for _ in 0..max {
+                        let found = state.desk.path.claim(now, &holder, &|job, request| {
+                            let needs = request.requirements();
+                            !places.readiness.all_ready(job, &needs)
+                                && needs.iter().all(|need| ready.contains(need))
+                        });
+                        match found {
+                            Some(effect) => claimed.push(effect),
+                            None => break,
+                        }
+                    }
+                }
+                state.defer(move || {
+                    let _ = reply.send(claimed);
+                });
+            }
+            KernelMsg::Release { key, token } => {
+                if let Err(err) = state.desk.path.release(&key, token) {
+                    debug!(key, error = %err, "release refused");
+                }
+            }
+            KernelMsg::Tick => {
+                let store = Arc::clone(&state.desk.store);
+                let path = &mut state.desk.path;
+                let fired = path.fire_timers(now);
+                let reaped = path.reap_leases(now);
+                let resumed = path.resume_yielded(now);
+                let started = path.fire_interests(now, &*store);
+                if fired + reaped + resumed + started > 0 {
+                    debug!(fired, reaped, resumed, started, "tick");
+                }
+            }
+            KernelMsg::PlaceChanged {
+                place,
+                state: place_state,
+                reason,
+            } => {
+                state
+                    .desk
+                    .path
+                    .place_changed(now, &place, &place_state, &reason);
+            }
+            KernelMsg::Flush => {
+                state.flush_scheduled = false;
+                if state.committing.is_none() {
+                    let sealed = state.seal();
+                    state.dispatch(&myself, sealed);
+                }
+                // Jobs that used up their tick budget continue after the messages already
+                // queued, so one looping job cannot starve the others.
+                if state.desk.path.has_resumes() {
+                    myself.cast(KernelMsg::Tick)?;
+                }
+            }
+            KernelMsg::Committed(result) => {
+                state.committing = None;
+                if let Err(err) = result {
+                    error!(error = %err, "commit failed; the kernel restarts from the store");
+                    return Err(err.into());
+                }
+            }
+        }
+        if state.committing.is_none() && !state.flush_scheduled && state.has_pending() {
+            state.flush_scheduled = true;
+            myself.cast(KernelMsg::Flush)?;
+        }
+        Ok(())
+    }
+}
+
+impl KernelState {
+    fn defer(&mut self, reply: impl FnOnce() + Send + 'static) {
+        self.deferred.push(Box::new(reply));
+    }
+
+    fn has_pending(&self) -> bool {
+        self.desk.path.has_writes() || !self.deferred.is_empty() || !self.reads.is_empty()
+    }
+
+    /// Takes the pending writes as one batch, and evaluates now — while memory holds
+    /// exactly what the batch makes durable — every reply that must follow it.
+    fn seal(&mut self) -> Sealed {
+        let batch = self.desk.path.take_batch();
+        let mut replies = std::mem::take(&mut self.deferred);
+        let mut wake_seats = false;
+        let mut cancels = Vec::new();
+        let mut places = Vec::new();
+        for notice in self.desk.path.take_notices() {
+            match notice {
+                Notice::EffectReady => wake_seats = true,
+                Notice::PlacesWanted {
+                    job,
+                    places: wanted,
+                } => places.push(PlacesMsg::JobStarted {
+                    job,
+                    places: wanted,
+                }),
+                Notice::CancelEffect { key, holder } => {
+                    debug!(key, holder, "cancel effect");
+                    cancels.push((key, holder));
+                }
+                Notice::StartRefused { flow, reason } => {
+                    warn!(flow, reason, "interest did not start its flow");
+                }
+                Notice::JobChanged { job, status } => {
+                    if status.is_terminal() {
+                        places.push(PlacesMsg::JobEnded { job: job.clone() });
+                    }
+                    if settled(status)
+                        && let Some(watchers) = self.watchers.remove(&job)
+                    {
+                        let view = self.desk.view(&job);
+                        replies.push(Box::new(move || {
+                            for watcher in watchers {
+                                let _ = watcher.send(view.clone());
+                            }
+                        }));
+                    }
+                }
+            }
+        }
+        let reads = std::mem::take(&mut self.reads);
+        if !reads.is_empty() {
+            let seats = self.genome.seats.to_json();
+            let commits = self.genome.stats.commits.load(Ordering::Relaxed);
+            let tree = self.genome.tree.get();
+            let links = tree.map_or_else(|| serde_json::json!([]), |t| t.links_json());
+            let tree = tree.map_or(serde_json::Value::Null, |t| t.tree_json());
+            for (request, reply) in reads {
+                let live = Live {
+                    seats: seats.clone(),
+                    commits,
+                    links: links.clone(),
+                    tree: tree.clone(),
+                };
+                let response = self.desk.read(request, Some(live));
+                replies.push(Box::new(move || {
+                    let _ = reply.send(response);
+                }));
+            }
+        }
+        let _ = self.genome.deadline.send(self.desk.path.next_deadline());
+        Sealed {
+            batch,
+            replies,
+            wake_seats,
+            cancels,
+            places,
+        }
+    }
+
+    /// Commits a sealed batch on a blocking thread; the kernel hears `Committed` after.
+    fn dispatch(&mut self, myself: &ActorRef<KernelMsg>, sealed: Sealed) {
+        if sealed.batch.is_empty() {
+            // Nothing to make durable: everything before it already is.
+            complete(&self.genome, sealed);
+            return;
+        }
+        let genome = Arc::clone(&self.genome);
+        let myself = myself.clone();
+        self.committing = Some(tokio::task::spawn_blocking(move || {
+            // A panicking store must not leave the kernel waiting for `Committed` forever.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                durable(&genome, &sealed.batch)
+            }))
+            .unwrap_or_else(|_| Err("the store panicked while committing".to_owned()));
+            if result.is_ok() {
+                complete(&genome, sealed);
+            }
+            let _ = myself.cast(KernelMsg::Committed(result));
+        }));
+    }
+
+    /// Seals and commits on this thread (boot and stop, when nothing else runs).
+    fn commit_now(&mut self) -> Result<(), ActorProcessingErr> {
+        let sealed = self.seal();
+        if !sealed.batch.is_empty() {
+            let genome = Arc::clone(&self.genome);
+            tokio::task::block_in_place(|| durable(&genome, &sealed.batch))?;
+        }
+        complete(&self.genome, sealed);
+        Ok(())
+    }
+}
+
+/// Commits and flushes one batch, and counts it.
+fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
+    let store: &dyn Store = &*genome.store;
+    store
+        .commit(batch)
+        .and_then(|()| store.flush())
+        .map_err(|err| err.to_string())?;
+    let stats = &genome.stats;
+    stats.commits.fetch_add(1, Ordering::Relaxed);
+    stats
+        .writes
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+    stats
+        .bytes
+        .fetch_add(batch.bytes() as u64, Ordering::Relaxed);
+    if let Some(shapes) = stats
+        .shapes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_mut()
+    {
+        shapes.push((batch.len(), batch.bytes()));
+    }
+    Ok(())
+}
+
+/// What follows a durable batch: cancel halted effects, wake the seats, answer.
+fn complete(genome: &Genome, sealed: Sealed) {
+    for (key, holder) in &sealed.cancels {
+        match holder.strip_prefix(crate::hop::CHILD_HOLDER_PREFIX) {
+            // Placed on a child: tell it (over the link) to stop.
+            Some(child) => crate::hop::cancel_placed(genome, child, key),
+            None => genome.seats.cancel(key),
+        }
+    }
+    if sealed.wake_seats {
+        genome.seats.notify.notify_waiters();
+    }
+    for message in sealed.places {
+        genome.places.tell(message);
+    }
+    for reply in sealed.replies {
+        reply();
+    }
+}

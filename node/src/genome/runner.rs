@@ -1,0 +1,494 @@
+//! The effect runner: runs a claimed `run` effect as `sh -c CMD`, or a `call` through its
+//! provider, and reports the outcome.
+//!
+//! The command runs in its own process group, so cancelling it (a halted branch, a
+//! timeout, a lost lease, the end of a shutdown grace) signals the whole group: SIGTERM,
+//! then SIGKILL after [`KILL_GRACE_MS`]. Output is captured with a bound: the last
+//! `output_bytes_max` bytes of each stream are kept. The lease is renewed while the
+//! command runs; if a renewal is refused the effect is no longer ours and is stopped.
+//! The command sees `PALM_JOB_ID`, `PALM_EFFECT_KEY` and `PALM_NODE_NAME`.
+
+use super::Genome;
+use super::kernel::KernelMsg;
+use palm_actors::bt::{EffectRequest, Outcome, RunResult};
+use palm_actors::path::ClaimedEffect;
+use ractor::ActorRef;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+/// Time between SIGTERM and SIGKILL when stopping a command.
+pub const KILL_GRACE_MS: u64 = 2_000;
+
+/// How long to keep reading output after the command exits (a background grandchild may
+/// hold the pipe open forever).
+const DRAIN_AFTER_EXIT_MS: u64 = 200;
+
+/// Where an effect's renewals and outcome go: the local kernel, or (for an effect placed
+/// here by a parent) the home across the link.
+pub trait EffectHost: Send + Sync {
+    /// Extends the lease: `Ok(Some(until))` renewed, `Ok(None)` the home could not be
+    /// asked just now (keep going; the lease may still be alive), `Err` refused (the
+    /// effect is no longer ours: stop it).
+    fn renew<'a>(
+        &'a self,
+        key: &'a str,
+        token: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>>;
+    /// Reports the outcome; `Err` says why it was not recorded.
+    fn complete<'a>(
+        &'a self,
+        key: &'a str,
+        token: u64,
+        outcome: Outcome,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+}
+
+/// The local kernel as an effect's host.
+pub struct KernelHost(pub ActorRef<KernelMsg>);
+
+impl EffectHost for KernelHost {
+    fn renew<'a>(
+        &'a self,
+        key: &'a str,
+        token: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let renewed = self
+                .0
+                .call(
+                    |reply| KernelMsg::Renew {
+                        key: key.to_owned(),
+                        token,
+                        reply,
+                    },
+                    Some(Duration::from_secs(10)),
+                )
+                .await;
+            match renewed {
+                Ok(ractor::rpc::CallResult::Success(Ok(until))) => Ok(Some(until)),
+                Ok(ractor::rpc::CallResult::Success(Err(refused))) => Err(refused),
+                _ => Ok(None),
+            }
+        })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        key: &'a str,
+        token: u64,
+        outcome: Outcome,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async move {
+            let reply = self
+                .0
+                .call(
+                    |reply| KernelMsg::Complete {
+                        key: key.to_owned(),
+                        token,
+                        outcome,
+                        node: None,
+                        reply,
+                    },
+                    Some(Duration::from_secs(60)),
+                )
+                .await;
+            match reply {
+                Ok(ractor::rpc::CallResult::Success(result)) => result,
+                // The kernel died before answering: the effect's claim dies with it and
+                // the effect runs again (at least once).
+                _ => Err("the kernel did not acknowledge the completion".to_owned()),
+            }
+        })
+    }
+}
+
+/// Runs one claimed effect on a local seat and reports it to the kernel.
+pub async fn run(
+    genome: &Arc<Genome>,
+    seat: usize,
+    kernel: &ActorRef<KernelMsg>,
+    effect: ClaimedEffect,
+) {
+    let cancel = genome.seats.start(seat, &effect.key, &effect.job);
+    let host = KernelHost(kernel.clone());
+    let outcome = execute(genome, &host, &effect, cancel).await;
+    genome.seats.finish(seat, &effect.key);
+    let Some(outcome) = outcome else {
+        debug!(
+            key = effect.key,
+            "effect stopped before completion; not reported"
+        );
+        return;
+    };
+    if let Err(refused) = host.complete(&effect.key, effect.token, outcome).await {
+        debug!(key = effect.key, refused, "completion not recorded");
+    }
+}
+
+/// Runs an effect to its outcome (`None`: cancelled, or its lease lost), renewing its
+/// lease through `host` while it runs.
+pub async fn execute(
+    genome: &Arc<Genome>,
+    host: &dyn EffectHost,
+    effect: &ClaimedEffect,
+    cancel: watch::Receiver<bool>,
+) -> Option<Outcome> {
+    match &effect.request {
+        EffectRequest::Run {
+            cmd,
+            cwd,
+            env,
+            timeout_ms,
+            ..
+        } => {
+            let command = Command {
+                cmd,
+                cwd: cwd.as_deref(),
+                env,
+                timeout_ms: *timeout_ms,
+            };
+            run_command(genome, host, effect, &command, cancel)
+                .await
+                .map(Outcome::Run)
+        }
+        EffectRequest::Call {
+            provider,
+            args,
+            timeout_ms,
+            ..
+        } => {
+            run_call(
+                genome,
+                host,
+                effect,
+                provider,
+                args.0.clone(),
+                *timeout_ms,
+                cancel,
+            )
+            .await
+        }
+        other => {
+            warn!(
+                key = effect.key,
+                kind = other.kind_name(),
+                "seat claimed an effect it cannot run"
+            );
+            None
+        }
+    }
+}
+
+/// How often to renew a claim: a third of its lease — the home's lease, as the claim
+/// says (an effect placed here by a parent runs under the parent's lease, not ours).
+fn renew_interval(genome: &Genome, effect: &ClaimedEffect) -> Duration {
+    let granted = effect.lease_until.saturating_sub(super::now_ms());
+    let lease = if granted > 0 {
+        granted
+    } else {
+        genome.settings.lease_ms
+    };
+    Duration::from_millis((lease / 3).max(100))
+}
+
+/// Default bound on one provider call (its own `timeout_ms` may be longer or shorter).
+const CALL_TIMEOUT_MS_DEFAULT: u64 = 600_000;
+
+/// Runs one `call` through its provider, renewing the lease while it runs; `None` when
+/// the effect was cancelled or its lease lost (nothing is reported then).
+async fn run_call(
+    genome: &Arc<Genome>,
+    host: &dyn EffectHost,
+    effect: &ClaimedEffect,
+    provider: &str,
+    args: serde_json::Value,
+    timeout_ms: Option<u64>,
+    mut cancel: watch::Receiver<bool>,
+) -> Option<Outcome> {
+    let failed = |error: String, value: serde_json::Value| Outcome::Call {
+        ok: false,
+        value: palm_actors::json::Json(value),
+        error: Some(error),
+    };
+    let Some(handler) = genome.providers.get(provider) else {
+        let known = genome.providers.names().join(", ");
+        return Some(failed(
+            format!("no provider `{provider}` is registered on this node (known: {known})"),
+            serde_json::Value::Null,
+        ));
+    };
+    let timeout_ms = timeout_ms.unwrap_or(CALL_TIMEOUT_MS_DEFAULT);
+    // Providers that go through a kernel use this node's (a `kv` call placed here writes
+    // this node's namespace).
+    let Some(kernel) = genome.kernel() else {
+        return Some(failed(
+            "the node's kernel is restarting".to_owned(),
+            serde_json::Value::Null,
+        ));
+    };
+    let context = crate::providers::CallContext {
+        genome,
+        kernel: &kernel,
+        effect,
+    };
+    let call = handler.call(context, args);
+    tokio::pin!(call);
+    let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
+    tokio::pin!(deadline);
+    let renew_every = renew_interval(genome, effect);
+    let mut renew =
+        tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+    loop {
+        tokio::select! {
+            result = &mut call => {
+                return Some(match result {
+                    Ok(value) => Outcome::Call { ok: true, value: palm_actors::json::Json(value), error: None },
+                    Err(failure) => failed(failure.reason, failure.value),
+                });
+            }
+            () = &mut deadline => {
+                return Some(failed(format!("call {provider} timed out after {timeout_ms} ms"), serde_json::Value::Null));
+            }
+            changed = cancel.changed() => {
+                if changed.is_err() || *cancel.borrow() {
+                    return None;
+                }
+            }
+            _ = renew.tick() => {
+                if let Err(refused) = host.renew(&effect.key, effect.token).await {
+                    debug!(key = effect.key, refused, "lease lost; abandoning the call");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+struct Command<'a> {
+    cmd: &'a str,
+    cwd: Option<&'a str>,
+    env: &'a [(String, String)],
+    timeout_ms: Option<u64>,
+}
+
+/// Keeps the last `max` bytes written to it.
+struct Tail {
+    bytes: Vec<u8>,
+    dropped: usize,
+    max: usize,
+}
+
+impl Tail {
+    fn new(max: usize) -> Tail {
+        Tail {
+            bytes: Vec::new(),
+            dropped: 0,
+            max,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > self.max {
+            let excess = self.bytes.len() - self.max;
+            self.bytes.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    fn into_text(self) -> String {
+        let text = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.dropped > 0 {
+            format!("[... {} bytes dropped]\n{text}", self.dropped)
+        } else {
+            text
+        }
+    }
+}
+
+async fn read_tail<R: tokio::io::AsyncRead + Unpin>(mut reader: R, max: usize) -> Tail {
+    let mut tail = Tail::new(max);
+    let mut buffer = vec![0u8; 8192];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return tail,
+            Ok(n) => tail.push(&buffer[..n]),
+        }
+    }
+}
+
+/// Stops a process group: SIGTERM, then SIGKILL if it has not exited after the grace.
+async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>) {
+    if let Some(pgid) = pgid {
+        let _ = crate::sys::kill_group(pgid, crate::sys::SIGTERM);
+    }
+    let exited = tokio::time::timeout(Duration::from_millis(KILL_GRACE_MS), child.wait()).await;
+    if let Some(pgid) = pgid {
+        // Even if sh exited, members of its group (a `sleep` it started) may not have.
+        let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
+    }
+    if exited.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+async fn run_command(
+    genome: &Arc<Genome>,
+    host: &dyn EffectHost,
+    effect: &ClaimedEffect,
+    command: &Command<'_>,
+    mut cancel: watch::Receiver<bool>,
+) -> Option<RunResult> {
+    let started = Instant::now();
+    let mut process = tokio::process::Command::new("sh");
+    process
+        .arg("-c")
+        .arg(command.cmd)
+        .env("PALM_JOB_ID", &effect.job)
+        .env("PALM_EFFECT_KEY", &effect.key)
+        .env("PALM_NODE_NAME", &genome.info.name)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for (key, value) in command.env {
+        process.env(key, value);
+    }
+    if let Some(cwd) = command.cwd {
+        process.current_dir(cwd);
+    }
+    let mut child = match process.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            let place = command.cwd.map(|c| format!(" in {c}")).unwrap_or_default();
+            return Some(RunResult {
+                error: Some(format!("cannot start `sh -c`{place}: {err}")),
+                duration_ms: started.elapsed().as_millis() as u64,
+                ..RunResult::default()
+            });
+        }
+    };
+    let pgid = child.id();
+    let max = genome.settings.output_bytes_max;
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| tokio::spawn(read_tail(out, max)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(read_tail(err, max)));
+    let renew_every = renew_interval(genome, effect);
+    let mut renew =
+        tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+    let deadline = command
+        .timeout_ms
+        .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+    let mut timed_out = false;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            () = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                timed_out = true;
+                stop_group(&mut child, pgid).await;
+                break child.wait().await;
+            }
+            changed = cancel.changed() => {
+                if changed.is_err() || *cancel.borrow() {
+                    stop_group(&mut child, pgid).await;
+                    abort(stdout, stderr);
+                    return None;
+                }
+            }
+            _ = renew.tick() => {
+                if let Err(refused) = host.renew(&effect.key, effect.token).await {
+                    debug!(key = effect.key, refused, "lease lost; stopping the command");
+                    stop_group(&mut child, pgid).await;
+                    abort(stdout, stderr);
+                    return None;
+                }
+            }
+        }
+    };
+    let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
+    let stdout = collect(stdout, drain).await;
+    let stderr = collect(stderr, drain).await;
+    let (exit_code, error) = match status {
+        Ok(status) => match status.code() {
+            Some(code) => (Some(code), None),
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                (
+                    None,
+                    status.signal().map(|s| format!("killed by signal {s}")),
+                )
+            }
+        },
+        Err(err) => (None, Some(format!("cannot wait for the command: {err}"))),
+    };
+    Some(RunResult {
+        exit_code: if timed_out { None } else { exit_code },
+        stdout,
+        stderr,
+        duration_ms: started.elapsed().as_millis() as u64,
+        timed_out,
+        error: if timed_out {
+            Some(format!(
+                "timed out after {} ms",
+                command.timeout_ms.unwrap_or_default()
+            ))
+        } else {
+            error
+        },
+    })
+}
+
+fn abort(
+    stdout: Option<tokio::task::JoinHandle<Tail>>,
+    stderr: Option<tokio::task::JoinHandle<Tail>>,
+) {
+    for handle in [stdout, stderr].into_iter().flatten() {
+        handle.abort();
+    }
+}
+
+async fn collect(handle: Option<tokio::task::JoinHandle<Tail>>, wait: Duration) -> String {
+    let Some(mut handle) = handle else {
+        return String::new();
+    };
+    match tokio::time::timeout(wait, &mut handle).await {
+        Ok(Ok(tail)) => tail.into_text(),
+        _ => {
+            handle.abort();
+            String::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_end() {
+        let mut tail = Tail::new(5);
+        tail.push(b"hello ");
+        tail.push(b"world");
+        assert_eq!(tail.into_text(), "[... 6 bytes dropped]\nworld");
+        let mut tail = Tail::new(100);
+        tail.push(b"short");
+        assert_eq!(tail.into_text(), "short");
+    }
+}

@@ -1,0 +1,932 @@
+//! The tree organ: this node's tunnels to its parent and children (palm-transport), the
+//! board of their states for vitality, and the durable record of link events.
+//!
+//! `palm up --profile root --listen HOST:PORT` creates the tree CA on first boot
+//! (`DATA/tree/`) and accepts children; `--profile realm|edge --parent HOST:PORT --token
+//! TOKEN` enrolls on a fresh data directory and later boots reconnect with mTLS, no
+//! token. A realm given `--listen HOST:PORT` also accepts children: their enrollment is
+//! relayed to the root and revocations come down from it (`link_relay.rs`). The organ
+//! runs beside the supervised genome: it has no job logic, and its own loops (the
+//! dialer's reconnect, the listener's accept) handle their failures.
+//!
+//! Every link event (up, down with its reason, enrolled, revoked) is appended to the
+//! store's `node_events` table (bounded to [`NODE_EVENTS_MAX`], oldest dropped) before it
+//! shows on the board; `palm vitality` shows both.
+//!
+//! No business messages flow yet: [`TreeMsg`] is the placeholder the topology protocol
+//! replaces. Liveness is real: QUIC keepalive plus the link's ping/pong and hello.
+
+use crate::exit::CliError;
+use crate::genome::{Genome, now_ms};
+use palm_actors::store::{Store, Table, WriteBatch};
+use palm_transport::endpoint::LinkEvent;
+use palm_transport::pki::{NodeRecord, TreeCa, TreeFiles, tree_id};
+use palm_transport::token::check_name;
+use palm_transport::{
+    Authority, Dialer, Direction, Hello, Inbound, Link, LinkConfig, Listener, PeerInfo, Role,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+/// Node events kept in the store; older ones are dropped.
+pub const NODE_EVENTS_MAX: usize = 10_000;
+
+/// Link events queued between the transport and the board.
+const LINK_EVENTS_QUEUE_MAX: usize = 256;
+
+/// Recent events shown by vitality.
+const RECENT_EVENTS_SHOWN: usize = 20;
+
+/// The messages links carry.
+// Nearly every frame is `Topo`: boxing it would add an allocation to almost every
+// message to shrink the rare probe.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TreeMsg {
+    /// A probe; answered with itself.
+    Probe {
+        /// When it was sent (ms since the epoch).
+        at_ms: u64,
+    },
+    /// The topology protocol (`palm_topology::TopoMsg`, handled by `crate::hop`).
+    Topo(palm_topology::TopoMsg),
+    /// Enrollment relayed to the root and revocations pushed down (`link_relay.rs`).
+    Relay(palm_transport::RelayMsg),
+}
+
+/// What `palm up` asked of the tree.
+#[derive(Clone, Debug)]
+pub struct TreePlan {
+    /// This node's role.
+    pub role: Role,
+    /// This node's name.
+    pub name: String,
+    /// What to do.
+    pub kind: PlanKind,
+}
+
+/// Root or child.
+#[derive(Clone, Debug)]
+pub enum PlanKind {
+    /// Accept children on this address.
+    Root {
+        /// Where.
+        listen: SocketAddr,
+    },
+    /// Link to the parent (enrolling first if there is a token and no identity yet).
+    Child {
+        /// `HOST:PORT`.
+        parent: String,
+        /// The join token, for a first boot.
+        token: Option<String>,
+        /// A realm accepting children: where (enrollment is relayed to the root).
+        listen: Option<SocketAddr>,
+    },
+}
+
+/// The flags of `palm up` that concern the tree.
+pub struct UpTree<'a> {
+    /// `--profile`, if given.
+    pub profile: Option<&'a str>,
+    /// `--listen`.
+    pub listen: Option<&'a str>,
+    /// `--parent`.
+    pub parent: Option<&'a str>,
+    /// `--token`.
+    pub token: Option<&'a str>,
+    /// `--name`, else the config's name.
+    pub name: Option<String>,
+}
+
+/// The profile and, for tree profiles, the plan. `Ok((profile, None))` is all-in-one.
+pub fn plan(data: &Path, up: &UpTree<'_>) -> Result<(String, String, Option<TreePlan>), CliError> {
+    let files = TreeFiles::new(data);
+    let record = if files.path("node.json").is_file() {
+        Some(files.load_record().map_err(|e| {
+            CliError::failure("tree", format!("cannot read this node's tree record: {e}"))
+        })?)
+    } else {
+        None
+    };
+    let profile = up
+        .profile
+        .map(str::to_owned)
+        .or_else(|| record.as_ref().map(|r| r.role.as_str().to_owned()))
+        .unwrap_or_else(|| "all-in-one".to_owned());
+    let usage = |message: String| CliError::usage("invalid_input", message);
+    if profile == "all-in-one" {
+        for (flag, value, needs) in [
+            ("--listen", up.listen, "--profile root"),
+            ("--parent", up.parent, "--profile realm|edge"),
+            ("--token", up.token, "--profile realm|edge"),
+        ] {
+            if value.is_some() {
+                return Err(usage(format!("{flag} needs {needs}")));
+            }
+        }
+        if let Some(record) = &record {
+            return Err(usage(format!(
+                "this data directory belongs to {} `{}` of tree {}; run `palm up --profile {}`",
+                record.role, record.name, record.tree_id, record.role
+            )));
+        }
+        let name = up
+            .name
+            .clone()
+            .unwrap_or_else(crate::commands::default_node_name);
+        return Ok((profile, name, None));
+    }
+    let Some(role) = Role::parse(&profile) else {
+        return Err(usage(format!(
+            "unknown profile `{profile}`; profiles: all-in-one, root, realm, edge"
+        )));
+    };
+    if let Some(record) = &record
+        && record.role != role
+    {
+        return Err(usage(format!(
+            "this data directory belongs to {} `{}`; it cannot boot as {role}",
+            record.role, record.name
+        )));
+    }
+    let name_check = |name: &str| {
+        check_name(name).map_err(|e| usage(e.to_string()))?;
+        if let Some(given) = &up.name
+            && given != name
+        {
+            return Err(usage(format!(
+                "--name {given} does not match this node's name `{name}` (from its {})",
+                if record.is_some() {
+                    "enrollment"
+                } else {
+                    "token"
+                }
+            )));
+        }
+        Ok(())
+    };
+    match role {
+        Role::Root => {
+            for (flag, value) in [("--parent", up.parent), ("--token", up.token)] {
+                if value.is_some() {
+                    return Err(usage(format!("{flag}: a root has no parent")));
+                }
+            }
+            let Some(listen) = up.listen else {
+                return Err(usage("--profile root needs --listen HOST:PORT".into()));
+            };
+            let listen = listen
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .ok_or_else(|| usage(format!("--listen `{listen}` is not HOST:PORT")))?;
+            let name = match &record {
+                Some(record) => record.name.clone(),
+                None => up
+                    .name
+                    .clone()
+                    .unwrap_or_else(crate::commands::default_node_name),
+            };
+            if record.is_some() {
+                name_check(&name)?;
+            } else {
+                check_name(&name).map_err(|e| usage(e.to_string()))?;
+            }
+            Ok((
+                profile,
+                name.clone(),
+                Some(TreePlan {
+                    role,
+                    name,
+                    kind: PlanKind::Root { listen },
+                }),
+            ))
+        }
+        Role::Realm | Role::Edge => {
+            let listen = match up.listen {
+                None => None,
+                Some(_) if role == Role::Edge => {
+                    return Err(usage(
+                        "--listen: an edge is a leaf and accepts no children; boot it as \
+                         --profile realm to have children"
+                            .into(),
+                    ));
+                }
+                Some(listen) => Some(
+                    listen
+                        .to_socket_addrs()
+                        .ok()
+                        .and_then(|mut addrs| addrs.next())
+                        .ok_or_else(|| usage(format!("--listen `{listen}` is not HOST:PORT")))?,
+                ),
+            };
+            match &record {
+                Some(record) => {
+                    name_check(&record.name)?;
+                    let parent = up
+                        .parent
+                        .map(str::to_owned)
+                        .or_else(|| record.parent.clone())
+                        .ok_or_else(|| usage("--parent HOST:PORT is required".into()))?;
+                    if up.token.is_some() {
+                        eprintln!(
+                            "palm: this node is already enrolled as `{}`; --token is ignored",
+                            record.name
+                        );
+                    }
+                    Ok((
+                        profile,
+                        record.name.clone(),
+                        Some(TreePlan {
+                            role,
+                            name: record.name.clone(),
+                            kind: PlanKind::Child {
+                                parent,
+                                token: None,
+                                listen,
+                            },
+                        }),
+                    ))
+                }
+                None => {
+                    let Some(token) = up.token else {
+                        return Err(usage(format!(
+                            "the first boot of a {role} needs --token TOKEN (`palm token create --name NAME --role {role}` on the root)"
+                        )));
+                    };
+                    let Some(parent) = up.parent else {
+                        return Err(usage("--parent HOST:PORT is required".into()));
+                    };
+                    let decoded = palm_transport::JoinToken::decode(token)
+                        .map_err(|e| CliError::usage("invalid_token", e.to_string()))?;
+                    if decoded.role != role {
+                        return Err(CliError::usage(
+                            "invalid_token",
+                            format!(
+                                "the token is for a {} but this node boots as {role}",
+                                decoded.role
+                            ),
+                        ));
+                    }
+                    name_check(&decoded.name)?;
+                    Ok((
+                        profile,
+                        decoded.name.clone(),
+                        Some(TreePlan {
+                            role,
+                            name: decoded.name,
+                            kind: PlanKind::Child {
+                                parent: parent.to_owned(),
+                                token: Some(token.to_owned()),
+                                listen,
+                            },
+                        }),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// One row of the board.
+#[derive(Clone, Debug)]
+struct Row {
+    peer: String,
+    direction: Direction,
+    up: bool,
+    since: u64,
+    role: Option<Role>,
+    node_id: Option<String>,
+    addr: String,
+    reason: Option<String>,
+    connection: Option<usize>,
+    link: Option<Link<TreeMsg>>,
+}
+
+impl Row {
+    fn to_json(&self) -> Value {
+        json!({
+            "peer": self.peer,
+            "direction": self.direction.as_str(),
+            "state": if self.up { "up" } else { "down" },
+            "since": self.since,
+            "role": self.role.map(Role::as_str),
+            "node_id": self.node_id,
+            "addr": self.addr,
+            "reason": self.reason,
+            "rtt_us": self.link.as_ref().filter(|_| self.up).map(|l| l.rtt().as_micros() as u64),
+        })
+    }
+}
+
+#[derive(Default)]
+struct Board {
+    parent: Option<Row>,
+    children: BTreeMap<String, Row>,
+}
+
+/// The node's links, for vitality and for the organs to come (topology).
+pub struct Tree {
+    /// This node's role.
+    pub role: Role,
+    /// The tree's id.
+    pub tree_id: String,
+    /// This node's id.
+    pub node_id: String,
+    /// The root's authority (tokens, enrollment, revocation).
+    pub authority: Option<Arc<Authority>>,
+    /// Enrollment relay and revocation sync (a root, a realm with children).
+    pub relay: Option<Arc<crate::link_relay::Relay>>,
+    listen: Option<SocketAddr>,
+    board: Mutex<Board>,
+    listener: Mutex<Option<Listener<TreeMsg>>>,
+    dialer: Mutex<Option<Dialer>>,
+    pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    journal: NodeJournal,
+    /// The topology state: routing, placement, projections (see `crate::hop`).
+    pub hop: crate::hop::Hop,
+}
+
+impl Tree {
+    /// The link to the parent, while it is up.
+    pub fn parent_link(&self) -> Option<Link<TreeMsg>> {
+        let board = self.lock();
+        board
+            .parent
+            .as_ref()
+            .filter(|row| row.up)
+            .and_then(|row| row.link.clone())
+    }
+
+    /// The link to a child, while it is up.
+    pub fn child_link(&self, name: &str) -> Option<Link<TreeMsg>> {
+        let board = self.lock();
+        board
+            .children
+            .get(name)
+            .filter(|row| row.up)
+            .and_then(|row| row.link.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Board> {
+        self.board.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The `links` array of vitality.
+    pub fn links_json(&self) -> Value {
+        let board = self.lock();
+        let rows: Vec<Value> = board
+            .parent
+            .iter()
+            .chain(board.children.values())
+            .map(Row::to_json)
+            .collect();
+        Value::Array(rows)
+    }
+
+    /// The `tree` object of vitality.
+    pub fn tree_json(&self) -> Value {
+        json!({
+            "role": self.role.as_str(),
+            "tree_id": self.tree_id,
+            "node_id": self.node_id,
+            "listen": self.listen.map(|a| a.to_string()),
+        })
+    }
+
+    /// Closes the links of revoked children; returns how many.
+    pub fn close_revoked(&self) -> usize {
+        self.listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, Listener::close_revoked)
+    }
+
+    /// Records a node event durably (blocking: call off the async threads).
+    pub fn record(&self, event: Value) {
+        if let Err(err) = self.journal.append(event) {
+            warn!(%err, "cannot record a node event");
+        }
+    }
+
+    /// Stops dialing and listening (peers see `shutdown`), and records the last events.
+    pub async fn shutdown(&self) {
+        let dialer = self.dialer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(dialer) = dialer {
+            dialer.stop().await;
+        }
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(listener) = listener {
+            listener.shutdown("shutdown").await;
+        }
+        let pump = self.pump.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(pump) = pump {
+            // The pump ends when every sender is gone; give it a moment to record the
+            // links' last events.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), pump).await;
+        }
+    }
+}
+
+/// The durable record of node events in the store's `node_events` table.
+pub struct NodeJournal {
+    store: Arc<dyn Store>,
+    seq: AtomicU32,
+    count: Mutex<usize>,
+}
+
+fn event_key(at_ms: u64, seq: u32) -> Vec<u8> {
+    let mut key = at_ms.to_be_bytes().to_vec();
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+impl NodeJournal {
+    fn new(store: Arc<dyn Store>) -> NodeJournal {
+        let mut count = 0usize;
+        let _ = store.scan(Table::NodeEvents, b"", None, &mut |_, _| {
+            count += 1;
+            true
+        });
+        NodeJournal {
+            store,
+            seq: AtomicU32::new(0),
+            count: Mutex::new(count),
+        }
+    }
+
+    fn append(&self, mut event: Value) -> Result<(), String> {
+        let at = now_ms();
+        if let Some(object) = event.as_object_mut() {
+            object.insert("at".into(), json!(at));
+        }
+        let mut batch = WriteBatch::new();
+        let bytes = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
+        batch.put(
+            Table::NodeEvents,
+            event_key(at, self.seq.fetch_add(1, Ordering::Relaxed)),
+            bytes,
+        );
+        let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        let excess = (*count + 1).saturating_sub(NODE_EVENTS_MAX);
+        if excess > 0 {
+            let mut oldest = Vec::new();
+            let _ = self
+                .store
+                .scan(Table::NodeEvents, b"", None, &mut |key, _| {
+                    oldest.push(key.to_vec());
+                    oldest.len() < excess
+                });
+            for key in oldest {
+                batch.delete(Table::NodeEvents, key);
+            }
+        }
+        self.store
+            .commit(&batch)
+            .and_then(|()| self.store.flush())
+            .map_err(|e| e.to_string())?;
+        *count = (*count + 1).min(NODE_EVENTS_MAX);
+        Ok(())
+    }
+}
+
+/// The most recent node events, newest last.
+pub fn recent_events(store: &dyn Store, n: usize) -> Vec<Value> {
+    let mut all: Vec<Value> = Vec::new();
+    let _ = store.scan(Table::NodeEvents, b"", None, &mut |_, value| {
+        if let Ok(event) = serde_json::from_slice::<Value>(value) {
+            all.push(event);
+        }
+        true
+    });
+    let skip = all.len().saturating_sub(n);
+    all.split_off(skip)
+}
+
+/// Links as the journal last saw them, all `down` (for a node that is not running).
+pub fn links_from_journal(store: &dyn Store) -> Value {
+    let mut last: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let _ = store.scan(Table::NodeEvents, b"", None, &mut |_, value| {
+        if let Ok(event) = serde_json::from_slice::<Value>(value)
+            && matches!(event["event"].as_str(), Some("link_up" | "link_down"))
+        {
+            let key = (
+                event["direction"].as_str().unwrap_or_default().to_owned(),
+                event["peer"].as_str().unwrap_or_default().to_owned(),
+            );
+            last.insert(key, event);
+        }
+        true
+    });
+    Value::Array(
+        last.into_values()
+            .map(|e| {
+                json!({
+                    "peer": e["peer"],
+                    "direction": e["direction"],
+                    "state": "down",
+                    "since": e["at"],
+                    "reason": if e["event"] == "link_down" { e["reason"].clone() } else { json!("the node is not running") },
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The recent node events for vitality.
+pub fn recent_json(store: &dyn Store) -> Value {
+    Value::Array(recent_events(store, RECENT_EVENTS_SHOWN))
+}
+
+fn tree_error(what: &str) -> impl Fn(palm_transport::pki::PkiError) -> CliError + '_ {
+    move |e| CliError::failure("tree", format!("{what}: {e}"))
+}
+
+fn hello(name: &str, role: Role, node_id: String) -> Hello {
+    Hello {
+        name: name.to_owned(),
+        role,
+        node_id,
+        software: env!("CARGO_PKG_VERSION").to_owned(),
+    }
+}
+
+/// Loads (or, on a root's first boot, creates) the root's CA and authority.
+pub fn open_authority(data: &Path) -> Result<Option<Arc<Authority>>, CliError> {
+    let files = TreeFiles::new(data);
+    if !files.has_ca() {
+        return Ok(None);
+    }
+    let ca = files
+        .load_ca()
+        .map_err(tree_error("cannot load the tree CA"))?;
+    let book_path = files.path("trust.json");
+    let book =
+        Authority::load_book(&book_path).map_err(tree_error("cannot load the trust book"))?;
+    Ok(Some(Arc::new(Authority::new(ca, book, Some(book_path)))))
+}
+
+/// Starts the tree organ for `plan` on a booted node. A child's first boot enrolls here
+/// (with the data directory locked by the node); a refusal is returned as an error.
+pub async fn start(
+    genome: &Arc<Genome>,
+    plan: TreePlan,
+    config: LinkConfig,
+) -> Result<Arc<Tree>, CliError> {
+    let data = genome.info.data.clone();
+    let files = TreeFiles::new(&data);
+    let journal = NodeJournal::new(Arc::clone(&genome.store));
+    let (tx, events) = mpsc::channel::<LinkEvent<TreeMsg>>(LINK_EVENTS_QUEUE_MAX);
+    let tree = match plan.kind {
+        PlanKind::Root { listen } => {
+            if !files.has_ca() {
+                let ca = TreeCa::generate().map_err(tree_error("cannot create the tree CA"))?;
+                files
+                    .save_ca(&ca)
+                    .map_err(tree_error("cannot store the tree CA"))?;
+                let identity = ca
+                    .issue_identity(&plan.name)
+                    .map_err(tree_error("cannot issue the root's certificate"))?;
+                files
+                    .save_identity(&identity)
+                    .map_err(tree_error("cannot store the root's identity"))?;
+                files
+                    .save_record(&NodeRecord {
+                        name: plan.name.clone(),
+                        role: Role::Root,
+                        parent: None,
+                        tree_id: ca.tree_id(),
+                    })
+                    .map_err(tree_error("cannot store the node record"))?;
+                info!(tree = ca.tree_id(), "created the tree CA");
+                eprintln!(
+                    "palm: created tree {} (CA in {})",
+                    ca.tree_id(),
+                    files.dir().display()
+                );
+            }
+            let authority = open_authority(&data)?
+                .ok_or_else(|| CliError::failure("tree", "the tree CA vanished"))?;
+            let identity = files
+                .load_identity()
+                .map_err(tree_error("cannot load the root's identity"))?;
+            let config_copy = config.clone();
+            let listener = Listener::bind(
+                listen,
+                &identity,
+                Arc::clone(&authority),
+                hello(&plan.name, Role::Root, identity.node_id()),
+                config,
+                tx,
+            )
+            .map_err(|e| CliError::failure("listen", e.to_string()))?;
+            let bound = listener.local_addr();
+            Arc::new(Tree {
+                role: Role::Root,
+                tree_id: authority.ca().tree_id(),
+                node_id: identity.node_id(),
+                relay: Some(crate::link_relay::Relay::root(
+                    Arc::clone(&authority),
+                    &config_copy,
+                )),
+                authority: Some(authority),
+                listen: bound,
+                board: Mutex::new(Board::default()),
+                listener: Mutex::new(Some(listener)),
+                dialer: Mutex::new(None),
+                pump: Mutex::new(None),
+                journal,
+                hop: crate::hop::Hop::new(genome, palm_topology::Role::Root, None),
+            })
+        }
+        PlanKind::Child {
+            parent,
+            token,
+            listen,
+        } => {
+            // Until the link is up the parent is known by its address only.
+            let parent_name = parent.clone();
+            if !files.has_identity() {
+                let Some(token) = token else {
+                    return Err(CliError::usage(
+                        "invalid_input",
+                        "this node is not enrolled: pass --token TOKEN",
+                    ));
+                };
+                let (identity, granted) = palm_transport::enroll(&parent, &token, &config)
+                    .await
+                    .map_err(|e| match &e {
+                        // A realm could not reach the root: nothing is wrong with the
+                        // token, try again later (exit 1, not a usage error).
+                        palm_transport::EnrollError::Refused { kind, .. }
+                            if kind == "unavailable" =>
+                        {
+                            CliError::failure("enroll_unavailable", e.to_string())
+                        }
+                        palm_transport::EnrollError::Refused { .. }
+                        | palm_transport::EnrollError::Token(_) => {
+                            CliError::usage("enroll_refused", e.to_string())
+                        }
+                        _ => CliError::failure("enroll", e.to_string()),
+                    })?;
+                files
+                    .save_identity(&identity)
+                    .map_err(tree_error("cannot store this node's identity"))?;
+                files
+                    .save_record(&NodeRecord {
+                        name: granted.name.clone(),
+                        role: granted.role,
+                        parent: Some(parent.clone()),
+                        tree_id: tree_id(identity.ca()),
+                    })
+                    .map_err(tree_error("cannot store the node record"))?;
+                let event = json!({"event": "enrolled", "parent": parent, "name": granted.name, "node_id": identity.node_id()});
+                let _ = tokio::task::block_in_place(|| journal.append(event));
+                eprintln!(
+                    "palm: enrolled as {} `{}` in tree {}",
+                    granted.role,
+                    granted.name,
+                    tree_id(identity.ca())
+                );
+            } else if let Ok(mut record) = files.load_record()
+                && record.parent.as_deref() != Some(parent.as_str())
+            {
+                record.parent = Some(parent.clone());
+                files
+                    .save_record(&record)
+                    .map_err(tree_error("cannot store the node record"))?;
+            }
+            let identity = files
+                .load_identity()
+                .map_err(tree_error("cannot load this node's identity"))?;
+            let client = palm_transport::tls::client_config(&identity, &config)
+                .map_err(|e| CliError::failure("tls", e.to_string()))?;
+            // A realm with children listens before it dials, so they can come back
+            // while its parent is still away.
+            let (relay, listener) = match listen {
+                Some(listen) => {
+                    let (relay, listener) = crate::link_relay::Relay::listen_realm(
+                        &data,
+                        hello(&plan.name, plan.role, identity.node_id()),
+                        &identity,
+                        listen,
+                        &config,
+                        tx.clone(),
+                    )?;
+                    (Some(relay), Some(listener))
+                }
+                None => {
+                    if plan.role == Role::Realm {
+                        crate::link_relay::warn_if_children_unheard(&data);
+                    }
+                    (None, None)
+                }
+            };
+            let bound = listener.as_ref().and_then(Listener::local_addr);
+            let dialer = Dialer::spawn::<TreeMsg>(
+                parent.clone(),
+                client,
+                hello(&plan.name, plan.role, identity.node_id()),
+                config,
+                tx,
+            );
+            Arc::new(Tree {
+                role: plan.role,
+                tree_id: tree_id(identity.ca()),
+                node_id: identity.node_id(),
+                authority: None,
+                relay,
+                listen: bound,
+                board: Mutex::new(Board {
+                    parent: Some(Row {
+                        peer: parent.clone(),
+                        direction: Direction::Parent,
+                        up: false,
+                        since: now_ms(),
+                        role: None,
+                        node_id: None,
+                        addr: parent,
+                        reason: Some("connecting".into()),
+                        connection: None,
+                        link: None,
+                    }),
+                    children: BTreeMap::new(),
+                }),
+                listener: Mutex::new(listener),
+                dialer: Mutex::new(Some(dialer)),
+                pump: Mutex::new(None),
+                journal,
+                hop: crate::hop::Hop::new(genome, topo_role(plan.role), Some(&parent_name)),
+            })
+        }
+    };
+    crate::hop::start(&tree);
+    let pump = tokio::spawn(pump(Arc::clone(&tree), events));
+    *tree.pump.lock().unwrap_or_else(|p| p.into_inner()) = Some(pump);
+    if genome.tree.set(Arc::clone(&tree)).is_err() {
+        warn!("the tree organ was started twice");
+    }
+    Ok(tree)
+}
+
+fn up_event(peer: &PeerInfo) -> Value {
+    json!({
+        "event": "link_up",
+        "peer": peer.name,
+        "direction": peer.direction.as_str(),
+        "role": peer.role.as_str(),
+        "node_id": peer.node_id,
+        "addr": peer.addr.to_string(),
+    })
+}
+
+async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
+    while let Some(event) = events.recv().await {
+        match event {
+            LinkEvent::LinkUp { link, inbound } => {
+                let peer = link.peer().clone();
+                // Relay frames (enrollment, revocations) are served by link_relay.rs.
+                let inbound = match &tree.relay {
+                    Some(relay) => relay.intercept(&tree, &link, inbound),
+                    None => inbound,
+                };
+                let record = Arc::clone(&tree);
+                let event = up_event(&peer);
+                let _ = tokio::task::spawn_blocking(move || record.record(event)).await;
+                let row = Row {
+                    peer: peer.name.clone(),
+                    direction: peer.direction,
+                    up: true,
+                    since: now_ms(),
+                    role: Some(peer.role),
+                    node_id: Some(peer.node_id.clone()),
+                    addr: peer.addr.to_string(),
+                    reason: None,
+                    connection: Some(link.connection_id()),
+                    link: Some(link.clone()),
+                };
+                {
+                    let mut board = tree.lock();
+                    match peer.direction {
+                        Direction::Parent => board.parent = Some(row),
+                        Direction::Child => {
+                            board.children.insert(peer.name.clone(), row);
+                        }
+                    }
+                }
+                crate::hop::link_up(&tree, &peer.name, peer.direction, &link).await;
+                tokio::spawn(serve(Arc::clone(&tree), peer.name.clone(), inbound));
+            }
+            LinkEvent::LinkDown {
+                peer,
+                connection,
+                reason,
+                up_ms,
+            } => {
+                let event = json!({
+                    "event": "link_down",
+                    "peer": peer.name,
+                    "direction": peer.direction.as_str(),
+                    "reason": reason,
+                    "up_ms": up_ms,
+                });
+                let record = Arc::clone(&tree);
+                let _ = tokio::task::spawn_blocking(move || record.record(event)).await;
+                let mut board = tree.lock();
+                let current = match peer.direction {
+                    Direction::Parent => board.parent.as_ref(),
+                    Direction::Child => board.children.get(&peer.name),
+                }
+                .is_some_and(|row| row.connection == Some(connection));
+                if current {
+                    crate::hop::link_down(&tree, &peer.name, peer.direction);
+                }
+                let row = match peer.direction {
+                    Direction::Parent => board.parent.as_mut(),
+                    Direction::Child => board.children.get_mut(&peer.name),
+                };
+                // A newer connection of the same peer may be up already: leave it.
+                if let Some(row) = row
+                    && row.connection == Some(connection)
+                {
+                    row.up = false;
+                    row.since = now_ms();
+                    row.reason = Some(reason);
+                    row.link = None;
+                }
+            }
+            LinkEvent::DialFailed {
+                parent,
+                attempt,
+                reason,
+                retry_ms,
+            } => {
+                if attempt == 1 || attempt.is_multiple_of(20) {
+                    warn!(parent, attempt, reason, retry_ms, "cannot reach the parent");
+                }
+                if let Some(row) = tree.lock().parent.as_mut()
+                    && !row.up
+                {
+                    row.reason = Some(reason);
+                }
+            }
+            LinkEvent::Enrolled { child, addr } => {
+                let event = json!({
+                    "event": "enrolled",
+                    "peer": child.name,
+                    "role": child.role.as_str(),
+                    "node_id": child.node_id,
+                    "addr": addr.to_string(),
+                });
+                let record = Arc::clone(&tree);
+                let _ = tokio::task::spawn_blocking(move || record.record(event)).await;
+            }
+            LinkEvent::Refused { .. } => {} // logged by the transport
+        }
+    }
+}
+
+/// Serves what a peer sends: probes are answered; topology requests run on their own
+/// tasks (a forwarded wait may take long and must not hold up the link).
+async fn serve(tree: Arc<Tree>, peer: String, mut inbound: mpsc::Receiver<Inbound<TreeMsg>>) {
+    while let Some(item) = inbound.recv().await {
+        match item {
+            Inbound::Request {
+                body: TreeMsg::Topo(body),
+                responder,
+            } => {
+                tokio::spawn(crate::hop::on_request(
+                    Arc::clone(&tree),
+                    peer.clone(),
+                    body,
+                    responder,
+                ));
+            }
+            Inbound::Request { body, responder } => {
+                let _ = responder.respond(body).await;
+            }
+            Inbound::Message(TreeMsg::Topo(body)) => crate::hop::on_message(&tree, &peer, body),
+            Inbound::Message(_) | Inbound::Transfer(_) => {}
+        }
+    }
+}
+
+fn topo_role(role: Role) -> palm_topology::Role {
+    match role {
+        Role::Root => palm_topology::Role::Root,
+        Role::Realm => palm_topology::Role::Realm,
+        Role::Edge => palm_topology::Role::Edge,
+    }
+}

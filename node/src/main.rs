@@ -1,0 +1,110 @@
+//! The `palm` binary: parse arguments, run a command, map the outcome to an exit code.
+//!
+//! Exit codes (see `exit.rs`): 0 ok or job succeeded, 1 other error, 2 usage or invalid
+//! input, 3 job failed, 4 job waiting, 5 job cancelled.
+
+mod bench;
+mod bench_index;
+mod bench_tunnel;
+mod cli;
+mod commands;
+mod config;
+mod control;
+mod doctor;
+mod exit;
+mod genome;
+mod hop;
+mod intel_cmd;
+mod interests_cmd;
+mod link;
+mod link_relay;
+mod mcp;
+mod node;
+mod output;
+mod places_cmd;
+mod providers;
+mod sim_cmd;
+mod sys;
+mod tokens;
+mod validate;
+
+use clap::Parser;
+use exit::CliError;
+use std::process::ExitCode;
+use tracing_subscriber::EnvFilter;
+
+fn init_logging(command: &cli::Command) {
+    let default = match command {
+        cli::Command::Up(_) => "info",
+        // rmcp logs every JSON-RPC error it answers at warn; for an agent's typo that is
+        // noise on the client's stderr, so only its errors show by default.
+        cli::Command::Mcp(_) => "warn,rmcp=error",
+        _ => "warn",
+    };
+    let filter = EnvFilter::try_from_env("PALM_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+fn report(err: &CliError, json: bool) {
+    if json {
+        let body = serde_json::json!({
+            "error": {
+                "kind": err.kind,
+                "message": err.message,
+                "hint": err.hint,
+                "exit_code": err.code as u8,
+            }
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&body).unwrap_or_default()
+        );
+    }
+    // A flow diagnostic already reads `FILE:LINE:COL: error: ...`; print it as it is.
+    if err.kind == "invalid_flow" && err.message.contains(": error: ") {
+        eprintln!("{}", err.message);
+    } else {
+        eprintln!("palm: error: {}", err.message);
+    }
+    if let Some(hint) = &err.hint {
+        eprintln!("  hint: {hint}");
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    if !matches!(cli.command, cli::Command::Up(_)) {
+        sys::default_sigpipe();
+    }
+    init_logging(&cli.command);
+    let json = cli.json;
+    let out = output::Output::new(json);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(sys::cpus().clamp(2, 8))
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            report(
+                &CliError::failure("runtime", format!("cannot start the async runtime: {err}")),
+                json,
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(commands::run(cli, out));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(err) => {
+            report(&err, json);
+            ExitCode::from(err.code as u8)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The operating-system calls std does not offer: signalling a process group, and reading
+//! the process's own resource use. The only `unsafe` in Palm lives here, each call small
+//! and commented.
+
+#![allow(unsafe_code)]
+
+use std::io;
+
+/// Sends `signal` to every process in the group `pgid`.
+pub fn kill_group(pgid: u32, signal: i32) -> io::Result<()> {
+    let pgid =
+        libc::pid_t::try_from(pgid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    if pgid <= 1 {
+        // Never signal group 0 (our own) or 1 (init's): a bug must not kill the machine.
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: killpg takes plain integers and touches no memory of ours.
+    let rc = unsafe { libc::killpg(pgid, signal) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Signal numbers used by the effect runner.
+pub const SIGTERM: i32 = libc::SIGTERM;
+/// See [`SIGTERM`].
+pub const SIGKILL: i32 = libc::SIGKILL;
+
+/// The signal number of a place's stop signal.
+pub fn signal_number(signal: palm_actors::place::StopSignal) -> i32 {
+    use palm_actors::place::StopSignal;
+    match signal {
+        StopSignal::Term => libc::SIGTERM,
+        StopSignal::Int => libc::SIGINT,
+        StopSignal::Hup => libc::SIGHUP,
+        StopSignal::Quit => libc::SIGQUIT,
+        StopSignal::Kill => libc::SIGKILL,
+    }
+}
+
+/// Restores the default SIGPIPE action (Rust ignores it), so a command whose output is
+/// piped into `head` ends quietly when the pipe closes, like any Unix tool, instead of
+/// failing on a write. Not for `palm up`: a node must outlive a closed log pipe.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// True while a process with this pid exists (it may belong to another user).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Resident memory of this process, in bytes (Linux: /proc/self/statm).
+pub fn rss_bytes() -> Option<u64> {
+    rss_of("self")
+}
+
+/// Resident memory of process `pid` (`self` for this one), in bytes.
+pub fn rss_of(pid: &str) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page_size())
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf reads a constant of the running system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 { size as u64 } else { 4096 }
+}
+
+/// CPU time (user + system) used by this process, in milliseconds.
+pub fn cpu_ms() -> Option<u64> {
+    cpu_ms_of("self")
+}
+
+/// CPU time (user + system) of process `pid` (`self` for this one), in milliseconds.
+pub fn cpu_ms_of(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf reads a constant of the running system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = if ticks > 0 { ticks as u64 } else { 100 };
+    Some((utime + stime) * 1000 / ticks)
+}
+
+/// When process `pid` started (clock ticks since boot, /proc/PID/stat field 22): with the
+/// pid, it names one process even after the pid is reused.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    // Field 3 (state) is the first after the name; start time is field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This machine's host name, for the default node name.
+pub fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim();
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// Logical CPUs, for the default number of seats.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,435 @@
+//! End-to-end: work that starts itself (schedules with catch-up, job triggers with
+//! outputs and coalescing, a trigger loop stopped at its depth bound, no start lost or
+//! doubled across kill -9) and providers that reach the world (http, file, palm).
+
+mod common;
+
+use common::{Client, Up, data_dir, eventually, palm};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+fn add(data: &Path, name: &str, yaml: &str) {
+    let file = data.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).expect("flow");
+    let added = palm(data, &["flows", "add", &file.display().to_string()]);
+    assert_eq!(added.code, 0, "{}", added.stderr);
+}
+
+fn jobs_of(data: &Path, flow: &str) -> Vec<Value> {
+    let mut client = Client::connect(data).expect("connect");
+    let jobs = client.ok(&json!({"op": "jobs"}));
+    jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|j| j["flow"] == flow)
+        .cloned()
+        .collect()
+}
+
+fn status(data: &Path, job: &str) -> Value {
+    Client::connect(data)
+        .expect("connect")
+        .ok(&json!({"op": "status", "job": job}))
+}
+
+#[test]
+fn a_schedule_starts_on_time_and_catches_up_once_after_downtime() {
+    let data = data_dir();
+    add(
+        data.path(),
+        "tick",
+        "name: tick\non: { schedule: { every: 1s } }\ntree:\n  set: { missed: \"{{ input.event.missed }}\" }\n",
+    );
+    let up = Up::start(data.path(), &[]);
+    std::thread::sleep(Duration::from_millis(3_400));
+    let running = jobs_of(data.path(), "tick").len();
+    assert!(
+        (2..=4).contains(&running),
+        "about one start a second: {running}"
+    );
+    assert_eq!(up.terminate().0, 0);
+    std::thread::sleep(Duration::from_secs(4));
+    let before = jobs_of_offline(data.path());
+    let up = Up::start(data.path(), &[]);
+    assert!(eventually(Duration::from_secs(3), || jobs_of(
+        data.path(),
+        "tick"
+    )
+    .len()
+        > before));
+    std::thread::sleep(Duration::from_millis(300));
+    let after = jobs_of(data.path(), "tick");
+    assert_eq!(
+        after.len(),
+        before + 1,
+        "one catch-up start (catch_up: once)"
+    );
+    let last = status(
+        data.path(),
+        after.last().expect("a job")["job"].as_str().expect("id"),
+    );
+    assert!(last["state"]["missed"].as_u64() >= Some(3), "{last}");
+    drop(up);
+}
+
+fn jobs_of_offline(data: &Path) -> usize {
+    let listed = palm(data, &["jobs", "--json"]);
+    listed.json()["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|j| j["flow"] == "tick")
+        .count()
+}
+
+#[test]
+fn job_triggers_pass_outputs_skip_failures_and_coalesce_by_key() {
+    let data = data_dir();
+    add(
+        data.path(),
+        "a",
+        "name: a\ninput: { n: { type: integer, default: 0 } }\ntree:\n  sequence:\n    - set: { key: \"k{{ input.n % 4 }}\", n: \"{{ input.n }}\" }\n    - check: \"input.n >= 0\"\n",
+    );
+    add(
+        data.path(),
+        "b",
+        "name: b\non: { job: { flow: a, status: succeeded }, coalesce_key: \"{{ event.state.key }}\", debounce: 2s }\ntree:\n  set: { key: \"{{ input.event.state.key }}\", last: \"{{ input.event.state.n }}\" }\n",
+    );
+    let _up = Up::start(data.path(), &["--seats", "2"]);
+    let mut client = Client::connect(data.path()).expect("connect");
+    for n in 0..100 {
+        client.ok(&json!({"op": "submit", "flow": {"name": "a"}, "input": {"n": n}}));
+    }
+    // A failed `a` starts nothing.
+    client.ok(&json!({"op": "submit", "flow": {"name": "a"}, "input": {"n": -1}}));
+    assert!(eventually(Duration::from_secs(15), || {
+        jobs_of(data.path(), "b").len() == 4
+            && jobs_of(data.path(), "b")
+                .iter()
+                .all(|j| j["status"] == "succeeded")
+    }));
+    std::thread::sleep(Duration::from_millis(2_500));
+    let bs = jobs_of(data.path(), "b");
+    assert_eq!(bs.len(), 4, "one b per coalescing key: {bs:?}");
+    let mut keys = BTreeSet::new();
+    let mut start_keys = BTreeSet::new();
+    for b in &bs {
+        let view = status(data.path(), b["job"].as_str().expect("id"));
+        keys.insert(view["state"]["key"].as_str().expect("key").to_owned());
+        assert!(
+            start_keys.insert(
+                view["started_by"]["key"]
+                    .as_str()
+                    .expect("start key")
+                    .to_owned()
+            )
+        );
+        assert_eq!(view["started_by"]["depth"], 1);
+        let last = view["state"]["last"].as_i64().expect("last n");
+        assert!(last >= 96, "the latest payload wins: {view}");
+    }
+    assert_eq!(
+        keys,
+        BTreeSet::from(["k0".into(), "k1".into(), "k2".into(), "k3".into()])
+    );
+}
+
+#[test]
+fn a_flow_that_triggers_itself_stops_at_the_depth_bound() {
+    let data = data_dir();
+    add(
+        data.path(),
+        "loop",
+        "name: loop\non: { job: { flow: loop, status: any } }\ntree:\n  set: { depth: \"{{ input.event.job | default('start') }}\" }\n",
+    );
+    let up = Up::start(data.path(), &[]);
+    assert_eq!(palm(data.path(), &["submit", "loop"]).code, 0);
+    let expected = palm_actors::interest::DEPTH_MAX as usize + 1;
+    assert!(eventually(Duration::from_secs(15), || jobs_of(
+        data.path(),
+        "loop"
+    )
+    .len()
+        == expected));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        jobs_of(data.path(), "loop").len(),
+        expected,
+        "nothing past the bound"
+    );
+    let (code, stderr) = up.terminate();
+    assert_eq!(code, 0);
+    assert!(stderr.contains("trigger chain too deep"), "{stderr}");
+}
+
+#[test]
+fn no_start_is_lost_or_doubled_across_kill_9() {
+    let data = data_dir();
+    add(
+        data.path(),
+        "t",
+        "name: t\non: { event: ping }\ntree:\n  run: \"sleep 0.05\"\n",
+    );
+    let up = Up::start(data.path(), &["--seats", "2"]);
+    let mut client = Client::connect(data.path()).expect("connect");
+    let mut acknowledged = 0;
+    for i in 0..120 {
+        if i == 60 {
+            // Kill mid-burst: some emits were acknowledged, their intents are durable.
+            std::thread::spawn({
+                let pid = up.pid();
+                move || {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-9", &pid.to_string()])
+                        .status();
+                }
+            });
+        }
+        match client.call(&json!({"op": "emit", "event": "ping", "data": {"i": i}})) {
+            Some(answer) if answer["ok"] == true => acknowledged += 1,
+            _ => break,
+        }
+    }
+    up.kill9();
+    let _up = Up::start(data.path(), &["--seats", "2"]);
+    assert!(acknowledged >= 60, "{acknowledged}");
+    assert!(
+        eventually(Duration::from_secs(40), || {
+            let ts = jobs_of(data.path(), "t");
+            ts.len() >= acknowledged && ts.iter().all(|j| j["status"] == "succeeded")
+        }),
+        "every acknowledged emit starts its job"
+    );
+    let ts = jobs_of(data.path(), "t");
+    assert!(ts.len() <= 120, "no more starts than emits");
+    let mut keys = BTreeSet::new();
+    let mut inputs = BTreeSet::new();
+    for t in &ts {
+        let view = status(data.path(), t["job"].as_str().expect("id"));
+        assert!(
+            keys.insert(view["started_by"]["key"].as_str().expect("key").to_owned()),
+            "each intent starts once"
+        );
+        assert!(
+            inputs.insert(view["input"]["event"]["data"]["i"].as_i64().expect("i")),
+            "each emit starts once"
+        );
+    }
+}
+
+/// A tiny HTTP server for the `http` provider: /ok (JSON), /busy (503), /text (not JSON),
+/// /slow (answers after 3 s).
+fn test_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                let n = stream.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let (status, kind, body) = match path.as_str() {
+                    "/ok" => ("200 OK", "application/json", r#"{"x": 42}"#.to_owned()),
+                    "/busy" => (
+                        "503 Busy",
+                        "application/json",
+                        r#"{"retry": true}"#.to_owned(),
+                    ),
+                    "/text" => ("200 OK", "text/plain", "just words".to_owned()),
+                    _ => {
+                        std::thread::sleep(Duration::from_secs(3));
+                        ("200 OK", "text/plain", "late".to_owned())
+                    }
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes());
+            });
+        }
+    });
+    port
+}
+
+fn call_flow(data: &Path, name: &str, provider: &str, args: Value) -> Value {
+    let flow = json!({
+        "name": name,
+        "tree": {"call": {"provider": provider, "args": args, "save": "out"}},
+    });
+    let file = data.join(format!("{name}.json"));
+    std::fs::write(&file, flow.to_string()).expect("flow");
+    palm(data, &["run", &file.display().to_string(), "--json"]).json()
+}
+
+#[test]
+fn the_http_provider_reports_each_outcome_clearly() {
+    let data = data_dir();
+    let port = test_server();
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let _up = Up::start(data.path(), &[]);
+    let ok = call_flow(
+        data.path(),
+        "ok",
+        "http",
+        json!({"url": url("/ok"), "json": true}),
+    );
+    assert_eq!(ok["status"], "succeeded", "{ok}");
+    assert_eq!(ok["state"]["out"]["status"], 200);
+    assert_eq!(ok["state"]["out"]["body"]["x"], 42);
+    let busy = call_flow(data.path(), "busy", "http", json!({"url": url("/busy")}));
+    assert_eq!(busy["status"], "failed");
+    assert!(
+        busy["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("answered 503 (expected 2xx)"),
+        "{busy}"
+    );
+    assert_eq!(
+        busy["state"]["out"]["body"]["retry"], true,
+        "what it saw is saved"
+    );
+    let text = call_flow(
+        data.path(),
+        "text",
+        "http",
+        json!({"url": url("/text"), "json": true}),
+    );
+    assert_eq!(text["status"], "failed");
+    assert!(
+        text["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not JSON"),
+        "{text}"
+    );
+    let lenient = call_flow(data.path(), "lenient", "http", json!({"url": url("/text")}));
+    assert_eq!(lenient["state"]["out"]["text"], "just words");
+    let slow = call_flow(
+        data.path(),
+        "slow",
+        "http",
+        json!({"url": url("/slow"), "timeout_ms": 300}),
+    );
+    assert_eq!(slow["status"], "failed");
+    assert!(
+        slow["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timed out after 300 ms"),
+        "{slow}"
+    );
+    let refused = call_flow(
+        data.path(),
+        "closed",
+        "http",
+        json!({"url": "http://127.0.0.1:1/"}),
+    );
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot connect"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn file_kv_and_palm_providers() {
+    let data = data_dir();
+    let root = data.path().join("shared");
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        format!("providers:\n  file:\n    root: {}\n", root.display()),
+    )
+    .expect("config");
+    let _up = Up::start(data.path(), &[]);
+    let wrote = call_flow(
+        data.path(),
+        "w",
+        "file",
+        json!({"op": "write", "path": "notes/a.txt", "content": "hi"}),
+    );
+    assert_eq!(wrote["status"], "succeeded", "{wrote}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/a.txt")).expect("file"),
+        "hi"
+    );
+    let read = call_flow(
+        data.path(),
+        "r",
+        "file",
+        json!({"op": "read", "path": "notes/a.txt"}),
+    );
+    assert_eq!(read["state"]["out"]["content"], "hi");
+    let escape = call_flow(
+        data.path(),
+        "e",
+        "file",
+        json!({"op": "read", "path": "../palm.yaml"}),
+    );
+    assert_eq!(escape["status"], "failed");
+    assert!(
+        escape["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("outside the file root"),
+        "{escape}"
+    );
+
+    let put = call_flow(
+        data.path(),
+        "p",
+        "kv",
+        json!({"op": "put", "key": "color", "value": {"is": "blue"}}),
+    );
+    assert_eq!(put["status"], "succeeded", "{put}");
+    let got = call_flow(data.path(), "g", "kv", json!({"op": "get", "key": "color"}));
+    assert_eq!(got["state"]["out"]["value"]["is"], "blue");
+
+    add(
+        data.path(),
+        "child",
+        "name: child\ninput: { x: { type: integer } }\ntree:\n  set: { doubled: \"{{ input.x * 2 }}\" }\n",
+    );
+    let parent = call_flow(
+        data.path(),
+        "parent",
+        "palm",
+        json!({"flow": "child", "input": {"x": 21}}),
+    );
+    assert_eq!(parent["status"], "succeeded", "{parent}");
+    assert_eq!(parent["state"]["out"]["status"], "succeeded");
+    assert_eq!(parent["state"]["out"]["state"]["doubled"], 42);
+    let child = status(
+        data.path(),
+        parent["state"]["out"]["job"].as_str().expect("child id"),
+    );
+    assert_eq!(child["started_by"]["depth"], 1);
+    assert_eq!(child["started_by"]["chain"][0], "parent");
+    // A flow calling itself is a cycle, refused before anything starts.
+    let selfish = call_flow(data.path(), "selfish", "palm", json!({"flow": "selfish"}));
+    assert_eq!(selfish["status"], "failed");
+    assert!(
+        selfish["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cycle"),
+        "{selfish}"
+    );
+    let providers = palm(data.path(), &["providers", "--json"]).json();
+    let names: Vec<&str> = providers["providers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["file", "http", "kv", "palm"]);
+}

@@ -1,0 +1,236 @@
+//! The topology's acceptance tree with real processes: root ← realm-1 ← edge-1, edge-2
+//! (edge-2 offers `blue`). A flow submitted at edge-1 with a `needs: [blue]` leaf is
+//! homed at the realm and its effect runs on edge-2; `status` at edge-1 and at the root
+//! both show it succeeded. `kill -9` of the root: within 5 s the realm's projection of the
+//! root is invalid and the realm keeps running its own jobs; the root restarts, the links
+//! come back, nothing runs twice. `kill -9` of edge-2 during an effect: the effect is
+//! placed again after its lease and completes once.
+
+mod common;
+
+use common::{Client, Up, data_dir, eventually, palm};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .expect("udp")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn result(data: &Path, request: Value) -> Value {
+    Client::connect(data)
+        .and_then(|mut c| c.call(&request))
+        .map(|answer| answer["result"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn token(root: &Path, name: &str, role: &str) -> String {
+    let ran = palm(
+        root,
+        &["token", "create", "--name", name, "--role", role, "--json"],
+    );
+    assert_eq!(ran.code, 0, "token create: {}", ran.stderr);
+    ran.json()["token"].as_str().expect("token").to_owned()
+}
+
+fn link_up(data: &Path, direction: &str, peer: &str) -> bool {
+    result(data, json!({"op": "vitality"}))["links"]
+        .as_array()
+        .is_some_and(|links| {
+            links
+                .iter()
+                .any(|l| l["direction"] == direction && l["peer"] == peer && l["state"] == "up")
+        })
+}
+
+fn offers(realm: &Path, child: &str, capability: &str) -> bool {
+    result(realm, json!({"op": "tree"}))["tree"]["children"]
+        .as_array()
+        .is_some_and(|children| {
+            children.iter().any(|c| {
+                c["name"] == child
+                    && c["capabilities"]
+                        .as_array()
+                        .is_some_and(|caps| caps.iter().any(|x| x == capability))
+            })
+        })
+}
+
+fn completions(data: &Path, job: &str) -> Vec<Value> {
+    palm(data, &["inspect", job, "--json"]).json()["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "effect_completed")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
+    let dirs = [data_dir(), data_dir(), data_dir(), data_dir()];
+    let [root, realm, edge1, edge2] = [
+        dirs[0].path(),
+        dirs[1].path(),
+        dirs[2].path(),
+        dirs[3].path(),
+    ];
+    std::fs::write(realm.join("palm.yaml"), "lease_ms: 2000\n").expect("realm config");
+    std::fs::write(edge2.join("palm.yaml"), "capabilities: [blue]\n").expect("edge-2 config");
+    let (root_addr, realm_addr) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let root_args = [
+        "--profile",
+        "root",
+        "--listen",
+        root_addr.as_str(),
+        "--name",
+        "root",
+        "--seats",
+        "1",
+    ];
+    let root_up = Up::start(root, &root_args);
+    let realm_token = token(root, "realm-1", "realm");
+    let _realm = Up::start(
+        realm,
+        &[
+            "--profile",
+            "realm",
+            "--parent",
+            &root_addr,
+            "--token",
+            &realm_token,
+            "--listen",
+            &realm_addr,
+            "--name",
+            "realm-1",
+            "--seats",
+            "1",
+        ],
+    );
+    assert!(eventually(Duration::from_secs(15), || {
+        result(realm, json!({"op": "vitality"}))["tree"]["listen"] == realm_addr.as_str()
+            && link_up(realm, "parent", "root")
+    }));
+    let edge_args = |token: &str| -> Vec<String> {
+        [
+            "--profile",
+            "edge",
+            "--parent",
+            realm_addr.as_str(),
+            "--token",
+            token,
+            "--seats",
+            "1",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    };
+    let e1 = edge_args(&token(root, "edge-1", "edge"));
+    let _edge1 = Up::start(edge1, &e1.iter().map(String::as_str).collect::<Vec<_>>());
+    let e2 = edge_args(&token(root, "edge-2", "edge"));
+    let edge2_up = Up::start(edge2, &e2.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        eventually(Duration::from_secs(20), || offers(realm, "edge-2", "blue")
+            && link_up(realm, "child", "edge-1")
+            && link_up(root, "child", "realm-1")),
+        "tree: {}",
+        result(realm, json!({"op": "tree"}))
+    );
+
+    // Submitted at edge-1, homed at the realm, run on edge-2; the root sees it too.
+    let flow = root.join("blue.yaml");
+    std::fs::write(
+        &flow,
+        "name: blue\ntree:\n  run: { cmd: \"echo on $PALM_NODE_NAME\", needs: [blue], save: out }\n",
+    )
+    .expect("flow");
+    let flow = flow.display().to_string();
+    let ran = palm(edge1, &["run", &flow, "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let view = ran.json();
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["home"], "realm-1");
+    assert_eq!(view["effects"][0]["node"], "edge-2");
+    assert_eq!(view["state"]["out"]["stdout"], "on edge-2\n");
+    let job = view["job"].as_str().expect("job").to_owned();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            palm(root, &["status", &job, "--json"]).json()["status"] == "succeeded"
+        }),
+        "the root reaches the job through the realm"
+    );
+
+    // kill -9 of the root: the realm's projection of it goes invalid within 5 s, and the
+    // realm keeps running its own jobs.
+    root_up.kill9();
+    let killed = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            result(realm, json!({"op": "vitality"}))["projection"]["valid"] == false
+        }),
+        "projection: {}",
+        result(realm, json!({"op": "vitality"}))["projection"]
+    );
+    assert!(killed.elapsed() < Duration::from_secs(5));
+    assert!(
+        result(realm, json!({"op": "vitality"}))["projection"]["home_unreachable_since"].is_u64()
+    );
+    let offline = palm(edge1, &["run", &flow, "--json"]);
+    assert_eq!(
+        offline.code, 0,
+        "the realm runs its own jobs without the root: {}",
+        offline.stderr
+    );
+    assert_eq!(offline.json()["home"], "realm-1");
+
+    // The root comes back: links return by themselves; nothing ran twice.
+    let _root = Up::start(root, &root_args);
+    assert!(eventually(Duration::from_secs(20), || link_up(
+        realm, "parent", "root"
+    ) && link_up(
+        root, "child", "realm-1"
+    )));
+    assert!(eventually(Duration::from_secs(5), || {
+        result(realm, json!({"op": "vitality"}))["projection"]["valid"] == true
+    }));
+    for id in [&job, offline.json()["job"].as_str().expect("job")] {
+        assert_eq!(completions(realm, id).len(), 1, "{id} completed once");
+    }
+
+    // kill -9 of edge-2 during an effect: placed again after the lease, completed once.
+    let slow = root.join("slow.yaml");
+    std::fs::write(
+        &slow,
+        "name: slow\ntree:\n  run: { cmd: \"sleep 2\", needs: [blue] }\n",
+    )
+    .expect("flow");
+    let submitted = palm(edge1, &["submit", &slow.display().to_string(), "--json"]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    let slow_job = submitted.json()["job"].as_str().expect("job").to_owned();
+    assert!(eventually(Duration::from_secs(10), || {
+        result(edge2, json!({"op": "vitality"}))["seats"]["busy"].as_u64() > Some(0)
+            || palm(realm, &["status", &slow_job, "--json"]).json()["effects"][0]["state"]
+                != "requested"
+    }));
+    std::thread::sleep(Duration::from_millis(300));
+    edge2_up.kill9();
+    std::thread::sleep(Duration::from_millis(2_500));
+    let _edge2 = Up::start(edge2, &["--profile", "edge", "--seats", "1"]);
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            palm(realm, &["status", &slow_job, "--json"]).json()["status"] == "succeeded"
+        }),
+        "the effect is placed again and completes"
+    );
+    let done = completions(realm, &slow_job);
+    assert_eq!(done.len(), 1, "completed once: {done:?}");
+    assert_eq!(done[0]["node"], "edge-2");
+}

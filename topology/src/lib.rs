@@ -1,0 +1,506 @@
+//! palm-topology: the home tree as a deterministic core.
+//!
+//! Truth climbs home: every job has exactly one home — the node whose store tag prefixes
+//! its id — and only that node commits its events. Requests about a job travel to its
+//! home hop by hop ([`Topology::route_job`]): down into the child whose subtree holds the
+//! tag, else up to the parent. A submit at an edge goes up (edges are never homes); a
+//! realm or the root homes what is submitted there.
+//!
+//! Work spreads out: a home runs an effect locally when its own needs are ready, else
+//! places it on a direct child whose summary offers every need and has a free seat
+//! ([`Topology::place`], policy: prefer local, then the child with the most free seats,
+//! ties by name; no stickiness). The effect travels down with its lease; renewals and
+//! the completion travel up and are recorded at home under the idempotency key.
+//!
+//! Projections: a node's view of its parent's truth is valid only while the link to the
+//! parent is up; when it drops, answers built from it say `"projection": "invalid"` with
+//! the time home became unreachable ([`Topology::projection`]).
+//!
+//! Nothing here touches a socket or a clock: links come and go through `handle_*`
+//! calls with an explicit `now`; the node shell (and the simulator) carry messages.
+
+pub mod msg;
+
+pub use msg::{ParentInfo, Summary, TopoMsg};
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Bound on forwarding hops: a request further than this from its home is refused (a
+/// tree deeper than this is a configuration error, a loop is a bug).
+pub const HOPS_MAX: u32 = 16;
+
+/// A child's summary older than this (ms) is stale: it is not used for placement.
+pub const SUMMARY_STALE_MS: u64 = 10_000;
+
+/// A node's role in the tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// One node, no tree.
+    AllInOne,
+    /// The top of the tree.
+    Root,
+    /// A home for its sector, with a parent and maybe children.
+    Realm,
+    /// A leaf that runs placed work and homes nothing.
+    Edge,
+}
+
+impl Role {
+    /// Parses `all-in-one`, `root`, `realm`, `edge`.
+    pub fn parse(text: &str) -> Option<Role> {
+        Some(match text {
+            "all-in-one" => Role::AllInOne,
+            "root" => Role::Root,
+            "realm" => Role::Realm,
+            "edge" => Role::Edge,
+            _ => return None,
+        })
+    }
+
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::AllInOne => "all-in-one",
+            Role::Root => "root",
+            Role::Realm => "realm",
+            Role::Edge => "edge",
+        }
+    }
+
+    /// True when the node homes jobs submitted to it.
+    pub fn is_home(self) -> bool {
+        !matches!(self, Role::Edge)
+    }
+}
+
+/// Where a request goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// This node is the home.
+    Local,
+    /// Down to this child.
+    Child(String),
+    /// Up to the parent.
+    Parent,
+    /// Nowhere reachable, and why.
+    Unreachable(String),
+}
+
+/// Where an effect runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On this node's seats.
+    Local,
+    /// On this child.
+    Child(String),
+    /// Nowhere now (it waits: blocked on its needs).
+    Nowhere,
+}
+
+/// What a node knows of its parent's truth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    /// The parent (home of what is above).
+    pub of: Option<String>,
+    /// True while the link to it is up.
+    pub valid: bool,
+    /// When it became unreachable, if it is.
+    pub home_unreachable_since: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Peer {
+    up: bool,
+    since: u64,
+    last_heard: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ParentState {
+    name: String,
+    link: Peer,
+    info: Option<ParentInfo>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ChildState {
+    link: Peer,
+    summary: Option<Summary>,
+}
+
+/// See the crate docs.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    name: String,
+    role: Role,
+    tag: String,
+    parent: Option<ParentState>,
+    children: BTreeMap<String, ChildState>,
+}
+
+/// The tag of a job id (`abcd-17` → `abcd`).
+pub fn job_tag(job: &str) -> Option<&str> {
+    job.rsplit_once('-')
+        .map(|(tag, _)| tag)
+        .filter(|t| !t.is_empty())
+}
+
+impl Topology {
+    /// A node `name` with `role` whose store tag is `tag`; `parent` names its parent.
+    pub fn new(name: &str, role: Role, tag: &str, parent: Option<&str>) -> Topology {
+        Topology {
+            name: name.to_owned(),
+            role,
+            tag: tag.to_owned(),
+            parent: parent.map(|p| ParentState {
+                name: p.to_owned(),
+                ..ParentState::default()
+            }),
+            children: BTreeMap::new(),
+        }
+    }
+
+    /// This node's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The link to the parent came up (`peer` is the parent's name) or went down.
+    pub fn parent_link(&mut self, now: u64, peer: &str, up: bool) {
+        let parent = self.parent.get_or_insert_with(ParentState::default);
+        parent.name = peer.to_owned();
+        if parent.link.up != up || parent.link.since == 0 {
+            parent.link.since = now;
+        }
+        parent.link.up = up;
+        if up {
+            parent.link.last_heard = now;
+        }
+    }
+
+    /// The parent said who it is.
+    pub fn parent_info(&mut self, now: u64, info: ParentInfo) {
+        if let Some(parent) = self.parent.as_mut() {
+            parent.link.last_heard = now;
+            parent.info = Some(info);
+        }
+    }
+
+    /// The link to a child came up or went down.
+    pub fn child_link(&mut self, now: u64, child: &str, up: bool) {
+        let state = self.children.entry(child.to_owned()).or_default();
+        if state.link.up != up || state.link.since == 0 {
+            state.link.since = now;
+        }
+        state.link.up = up;
+        if up {
+            state.link.last_heard = now;
+        }
+    }
+
+    /// A child reported its summary.
+    pub fn child_summary(&mut self, now: u64, summary: Summary) {
+        let state = self.children.entry(summary.name.clone()).or_default();
+        state.link.last_heard = now;
+        state.summary = Some(summary);
+    }
+
+    /// Where a request about `job` goes.
+    pub fn route_job(&self, job: &str) -> Route {
+        let Some(tag) = job_tag(job) else {
+            return Route::Local;
+        };
+        let holders: Vec<&String> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.summary.as_ref().is_some_and(|s| s.tags().contains(&tag)))
+            .map(|(name, _)| name)
+            .collect();
+        // Two nodes claiming one tag would make two homes for one job: refuse to guess.
+        if (tag == self.tag && !holders.is_empty()) || holders.len() > 1 {
+            return Route::Unreachable(format!(
+                "job {job}: tag `{tag}` is claimed by more than one node ({})",
+                holders
+                    .iter()
+                    .map(|h| h.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if tag == self.tag {
+            return Route::Local;
+        }
+        for (name, child) in &self.children {
+            if child
+                .summary
+                .as_ref()
+                .is_some_and(|s| s.tags().contains(&tag))
+            {
+                return if child.link.up {
+                    Route::Child(name.clone())
+                } else {
+                    Route::Unreachable(format!(
+                        "job {job} is homed under `{name}`, whose link is down since {}",
+                        child.link.since
+                    ))
+                };
+            }
+        }
+        self.up(&format!("job {job}"))
+    }
+
+    /// Where a new job is homed.
+    pub fn route_submit(&self) -> Route {
+        if self.role.is_home() {
+            Route::Local
+        } else {
+            self.up("a submit (an edge homes no jobs)")
+        }
+    }
+
+    fn up(&self, what: &str) -> Route {
+        match &self.parent {
+            Some(parent) if parent.link.up => Route::Parent,
+            Some(parent) => Route::Unreachable(format!(
+                "{what} needs the parent `{}`, unreachable since {}",
+                parent.name, parent.link.since
+            )),
+            None if self.role == Role::Root || self.role == Role::AllInOne => Route::Local,
+            None => Route::Unreachable(format!("{what} needs a parent, and this node has none")),
+        }
+    }
+
+    /// Where an effect with `requirements` runs: here when every need is ready here
+    /// (`locally_ready`), else on the direct child that offers them all and has the most
+    /// free seats.
+    pub fn place(&self, now: u64, requirements: &[String], locally_ready: bool) -> Placement {
+        if locally_ready {
+            return Placement::Local;
+        }
+        let mut best: Option<(&String, u32)> = None;
+        for (name, child) in &self.children {
+            let Some(summary) = &child.summary else {
+                continue;
+            };
+            if !child.link.up || now.saturating_sub(child.link.last_heard) > SUMMARY_STALE_MS {
+                continue;
+            }
+            if !requirements.iter().all(|need| summary.ready.contains(need)) {
+                continue;
+            }
+            let free = summary.seats.saturating_sub(summary.busy);
+            if free == 0 {
+                continue;
+            }
+            if best.is_none_or(|(_, most)| free > most) {
+                best = Some((name, free));
+            }
+        }
+        best.map_or(Placement::Nowhere, |(name, _)| {
+            Placement::Child(name.clone())
+        })
+    }
+
+    /// Children able to take placed work now, with their ready needs and free seats, in
+    /// the order the placement policy offers them work: most free seats first, ties by
+    /// name (what [`Topology::place`] picks for one effect).
+    pub fn placeable_children(&self, now: u64) -> Vec<(String, Vec<String>, u32)> {
+        let mut children: Vec<(String, Vec<String>, u32)> = self
+            .children
+            .iter()
+            .filter(|(_, c)| c.link.up && now.saturating_sub(c.link.last_heard) <= SUMMARY_STALE_MS)
+            .filter_map(|(name, c)| {
+                let s = c.summary.as_ref()?;
+                let free = s.seats.saturating_sub(s.busy);
+                (free > 0).then(|| (name.clone(), s.ready.clone(), free))
+            })
+            .collect();
+        children.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        children
+    }
+
+    /// A placed effect went to `child`: count the seat as busy until its next summary.
+    pub fn placed_on(&mut self, child: &str) {
+        if let Some(summary) = self
+            .children
+            .get_mut(child)
+            .and_then(|c| c.summary.as_mut())
+        {
+            summary.busy = summary.busy.saturating_add(1);
+        }
+    }
+
+    /// The validity of this node's view of its parent's truth.
+    pub fn projection(&self) -> Projection {
+        match &self.parent {
+            None => Projection {
+                of: None,
+                valid: true,
+                home_unreachable_since: None,
+            },
+            Some(parent) => Projection {
+                of: Some(parent.name.clone()),
+                valid: parent.link.up,
+                home_unreachable_since: (!parent.link.up).then_some(parent.link.since),
+            },
+        }
+    }
+
+    /// This node's summary for its parent: its own facts and its children's subtrees.
+    pub fn summary(&self, now: u64, ready: Vec<String>, seats: u32, busy: u32) -> Summary {
+        Summary {
+            name: self.name.clone(),
+            role: self.role.as_str().to_owned(),
+            tag: self.tag.clone(),
+            ready,
+            seats,
+            busy,
+            subtree: self
+                .children
+                .values()
+                .filter(|c| c.link.up)
+                .filter_map(|c| c.summary.clone())
+                .collect(),
+            at_ms: now,
+        }
+    }
+
+    /// The parent's identity as this node would send it to its children.
+    pub fn parent_info_for_children(&self, epoch: u64) -> ParentInfo {
+        ParentInfo {
+            name: self.name.clone(),
+            role: self.role.as_str().to_owned(),
+            tag: self.tag.clone(),
+            epoch,
+        }
+    }
+
+    /// The tree as this node sees it (`palm tree`).
+    pub fn view(&self, now: u64, me: &Summary) -> Value {
+        fn node(summary: &Summary, link: Option<(&str, bool, u64, u64)>) -> Value {
+            let mut value = json!({
+                "name": summary.name,
+                "role": summary.role,
+                "tag": summary.tag,
+                "seats": summary.seats,
+                "busy": summary.busy,
+                "capabilities": summary.ready,
+                "children": summary.subtree.iter().map(|s| node(s, None)).collect::<Vec<_>>(),
+            });
+            if let Some((direction, up, since, heard)) = link
+                && let Some(object) = value.as_object_mut()
+            {
+                object.insert(
+                    "link".into(),
+                    json!({
+                        "direction": direction,
+                        "state": if up { "up" } else { "down" },
+                        "since": since,
+                        "last_heard": heard,
+                    }),
+                );
+            }
+            value
+        }
+        let children: Vec<Value> = self
+            .children
+            .iter()
+            .map(|(name, child)| match &child.summary {
+                Some(summary) => node(
+                    summary,
+                    Some(("child", child.link.up, child.link.since, child.link.last_heard)),
+                ),
+                None => json!({
+                    "name": name,
+                    "link": {"direction": "child", "state": if child.link.up { "up" } else { "down" },
+                             "since": child.link.since, "last_heard": child.link.last_heard},
+                    "children": [],
+                }),
+            })
+            .collect();
+        let mut me_json = node(me, None);
+        if let Some(object) = me_json.as_object_mut() {
+            object.insert("children".into(), json!(children));
+            object.insert("self".into(), json!(true));
+        }
+        let projection = self.projection();
+        json!({
+            "node": self.name,
+            "role": self.role.as_str(),
+            "at": now,
+            "parent": self.parent.as_ref().map(|p| json!({
+                "name": p.name,
+                "role": p.info.as_ref().map(|i| i.role.clone()),
+                "link": {"direction": "parent", "state": if p.link.up { "up" } else { "down" },
+                         "since": p.link.since, "last_heard": p.link.last_heard},
+            })),
+            "projection": {
+                "of": projection.of,
+                "valid": projection.valid,
+                "home_unreachable_since": projection.home_unreachable_since,
+            },
+            "tree": me_json,
+        })
+    }
+}
+
+/// The last answers a node relayed about jobs homed elsewhere: what it serves, marked
+/// invalid, while the way home is cut.
+#[derive(Clone, Debug, Default)]
+pub struct Projections {
+    views: std::collections::HashMap<String, Value>,
+    order: std::collections::VecDeque<String>,
+    /// Deliberately broken: serve cached answers as valid (the simulator must catch it).
+    pub claim_valid: bool,
+}
+
+/// Views a node keeps for projections.
+pub const PROJECTIONS_MAX: usize = 1_024;
+
+impl Projections {
+    /// Keeps the view of `job` an answer from its home carried.
+    pub fn remember(&mut self, job: &str, view: &Value) {
+        if self.views.insert(job.to_owned(), view.clone()).is_none() {
+            self.order.push_back(job.to_owned());
+            if self.order.len() > PROJECTIONS_MAX
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.views.remove(&oldest);
+            }
+        }
+    }
+
+    /// The view of `job` to serve while its home is unreachable, marked so, with the
+    /// reason; `None` when there is nothing to serve.
+    pub fn serve(&self, job: &str, topology: &Topology, reason: &str) -> Option<Value> {
+        let mut view = self.views.get(job)?.clone();
+        let object = view.as_object_mut()?;
+        if self.claim_valid {
+            object.insert("projection".into(), json!("valid"));
+            return Some(view);
+        }
+        object.insert("projection".into(), json!("invalid"));
+        object.insert(
+            "home_unreachable_since".into(),
+            json!(topology.projection().home_unreachable_since),
+        );
+        object.insert("unreachable".into(), json!(reason));
+        Some(view)
+    }
+
+    /// Marks an answer that came from the home itself.
+    pub fn fresh(view: &mut Value) {
+        if let Some(object) = view.as_object_mut() {
+            object.insert("projection".into(), json!("valid"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! Unit tests of routing, placement, projections and the protocol's encoding.
+
+use super::*;
+
+fn summary(
+    name: &str,
+    tag: &str,
+    ready: &[&str],
+    seats: u32,
+    busy: u32,
+    subtree: Vec<Summary>,
+) -> Summary {
+    Summary {
+        name: name.into(),
+        role: if subtree.is_empty() { "edge" } else { "realm" }.into(),
+        tag: tag.into(),
+        ready: ready.iter().map(|s| (*s).to_owned()).collect(),
+        seats,
+        busy,
+        subtree,
+        at_ms: 0,
+    }
+}
+
+/// root ← realm ← (edge1, edge2 offers `blue`), seen from the realm and from the root.
+fn realm() -> Topology {
+    let mut realm = Topology::new("realm", Role::Realm, "rrrr", Some("root"));
+    realm.parent_link(10, "root", true);
+    realm.child_link(10, "edge1", true);
+    realm.child_link(10, "edge2", true);
+    realm.child_summary(20, summary("edge1", "e111", &["cpu"], 2, 0, vec![]));
+    realm.child_summary(20, summary("edge2", "e222", &["blue"], 2, 1, vec![]));
+    realm
+}
+
+#[test]
+fn jobs_route_to_their_home() {
+    let realm = realm();
+    assert_eq!(realm.route_job("rrrr-4"), Route::Local);
+    assert_eq!(realm.route_job("e222-1"), Route::Child("edge2".into()));
+    assert_eq!(
+        realm.route_job("zzzz-9"),
+        Route::Parent,
+        "unknown tags go up"
+    );
+    let mut root = Topology::new("root", Role::Root, "oooo", None);
+    root.child_link(10, "realm", true);
+    let me = realm.summary(30, vec![], 2, 0);
+    root.child_summary(30, me);
+    assert_eq!(root.route_job("rrrr-4"), Route::Child("realm".into()));
+    assert_eq!(
+        root.route_job("e111-2"),
+        Route::Child("realm".into()),
+        "a tag deep in the subtree"
+    );
+    assert_eq!(root.route_job("oooo-1"), Route::Local);
+    assert_eq!(
+        root.route_job("zzzz-9"),
+        Route::Local,
+        "the root has nowhere above"
+    );
+}
+
+#[test]
+fn edges_home_nothing_and_need_their_parent() {
+    let mut edge = Topology::new("edge1", Role::Edge, "e111", Some("realm"));
+    assert!(
+        matches!(edge.route_submit(), Route::Unreachable(reason) if reason.contains("`realm`"))
+    );
+    edge.parent_link(5, "realm", true);
+    assert_eq!(edge.route_submit(), Route::Parent);
+    assert_eq!(realm().route_submit(), Route::Local);
+    edge.parent_link(50, "realm", false);
+    let projection = edge.projection();
+    assert!(!projection.valid);
+    assert_eq!(projection.home_unreachable_since, Some(50));
+    assert!(matches!(edge.route_job("rrrr-1"), Route::Unreachable(_)));
+}
+
+#[test]
+fn placement_prefers_local_then_the_freest_able_child() {
+    let mut realm = realm();
+    assert_eq!(realm.place(30, &["blue".into()], true), Placement::Local);
+    assert_eq!(
+        realm.place(30, &["blue".into()], false),
+        Placement::Child("edge2".into())
+    );
+    assert_eq!(realm.place(30, &["gpu".into()], false), Placement::Nowhere);
+    assert_eq!(
+        realm.place(30, &[], false),
+        Placement::Child("edge1".into()),
+        "most free seats"
+    );
+    realm.placed_on("edge2");
+    assert_eq!(
+        realm.place(30, &["blue".into()], false),
+        Placement::Nowhere,
+        "edge2 is full"
+    );
+    realm.child_summary(40, summary("edge2", "e222", &["blue"], 2, 0, vec![]));
+    realm.child_link(41, "edge2", false);
+    assert_eq!(
+        realm.place(42, &["blue".into()], false),
+        Placement::Nowhere,
+        "edge2 is down"
+    );
+    realm.child_link(43, "edge2", true);
+    assert_eq!(
+        realm.place(44, &["blue".into()], false),
+        Placement::Child("edge2".into())
+    );
+    assert_eq!(
+        realm.place(44 + SUMMARY_STALE_MS + 1, &["blue".into()], false),
+        Placement::Nowhere,
+        "a stale summary is not trusted"
+    );
+}
+
+#[test]
+fn a_child_down_makes_its_jobs_unreachable_not_misrouted() {
+    let mut realm = realm();
+    realm.child_link(60, "edge2", false);
+    match realm.route_job("e222-1") {
+        Route::Unreachable(reason) => assert!(reason.contains("edge2"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn messages_survive_postcard() {
+    let messages = vec![
+        TopoMsg::Summary(summary(
+            "e",
+            "t",
+            &["x"],
+            1,
+            0,
+            vec![summary("f", "u", &[], 1, 0, vec![])],
+        )),
+        TopoMsg::Forward {
+            request: palm_actors::json::Json(serde_json::json!({"op": "status", "job": "t-1"})),
+            hops: 2,
+        },
+        TopoMsg::Renewed {
+            until: Some(9),
+            error: None,
+        },
+        TopoMsg::Cancel { key: "k".into() },
+    ];
+    for message in messages {
+        let bytes = postcard::to_allocvec(&message).expect("encode");
+        let back: TopoMsg = postcard::from_bytes(&bytes).expect("decode");
+        assert_eq!(back, message);
+    }
+}
+
+#[test]
+fn the_view_names_every_node_and_the_projection() {
+    let realm = realm();
+    let me = realm.summary(30, vec!["cpu".into()], 2, 0);
+    let view = realm.view(30, &me);
+    assert_eq!(view["role"], "realm");
+    assert_eq!(view["projection"]["valid"], true);
+    let names: Vec<&str> = view["tree"]["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["edge1", "edge2"]);
+    assert_eq!(view["tree"]["children"][1]["capabilities"][0], "blue");
+    assert_eq!(view["parent"]["link"]["state"], "up");
+}
+
+#[test]
+fn a_tag_claimed_twice_is_never_guessed() {
+    let mut realm = realm();
+    realm.child_summary(30, summary("edge1", "rrrr", &[], 1, 0, vec![]));
+    assert!(
+        matches!(realm.route_job("rrrr-1"), Route::Unreachable(r) if r.contains("more than one node"))
+    );
+    realm.child_summary(31, summary("edge1", "e222", &[], 1, 0, vec![]));
+    assert!(matches!(realm.route_job("e222-1"), Route::Unreachable(_)));
+}
+
+#[test]
+fn projections_are_served_marked_invalid() {
+    let mut edge = Topology::new("edge1", Role::Edge, "e111", Some("realm"));
+    edge.parent_link(5, "realm", true);
+    let mut projections = Projections::default();
+    projections.remember(
+        "rrrr-1",
+        &serde_json::json!({"job": "rrrr-1", "status": "waiting", "state": {}}),
+    );
+    edge.parent_link(9, "realm", false);
+    let served = projections.serve("rrrr-1", &edge, "down").expect("cached");
+    assert_eq!(served["projection"], "invalid");
+    assert_eq!(served["home_unreachable_since"], 9);
+    assert!(projections.serve("rrrr-2", &edge, "down").is_none());
+}
