@@ -8,12 +8,15 @@
 //! - **Projections.** A node keeps the last answer it relayed about each job. While the
 //!   way home is cut, `status` answers from it, marked `"projection": "invalid"` with
 //!   `home_unreachable_since`, instead of pretending.
-//! - **Placement.** A home with children claims, for each child with free seats, effects
-//!   it cannot run itself whose needs the child offers (claims answered only once
-//!   durable), and sends them down (`Place`). The child runs them with the same runner
-//!   as its own seats; renewals and the outcome go up and are answered once durable at
-//!   home; a halted effect's cancel comes down. A child that goes silent loses its
-//!   leases, and the effects are placed again.
+//! - **Placement.** A home with children claims, for each node of its subtree with free
+//!   seats, effects it cannot run itself whose needs that node offers (claims answered
+//!   only once durable), and sends them down (`Place`) to the direct child on the way.
+//!   A child runs a placed effect with the same runner as its own seats, or — when its
+//!   seats are full or the needs are not ready on it — relays it to a child of its own
+//!   that offers them. Renewals and the outcome go up hop by hop (routed by the job's
+//!   tag) and are answered once durable at home; a halted effect's cancel comes down
+//!   the same way. A child that goes silent loses its leases, and the effects are
+//!   placed again.
 //! - **Summaries.** Every second a child tells its parent what it offers (ready needs,
 //!   seats, busy, its own subtree); the parent tells each child who it is.
 
@@ -25,7 +28,7 @@ use crate::link::{Tree, TreeMsg};
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
-use palm_topology::{Projections, Role, Route, Summary, TopoMsg, Topology};
+use palm_topology::{Placement, Projections, Role, Route, Summary, TopoMsg, Topology};
 use palm_transport::{Direction, Link, Responder};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -45,6 +48,14 @@ const SUMMARY_EVERY_MS: u64 = 1_000;
 const PLACE_EVERY_MS: u64 = 200;
 /// Bound on a forwarded request other than a wait.
 const FORWARD_TIMEOUT_MS: u64 = 120_000;
+/// How long a home waits for a child to take (or refuse) a placement.
+const PLACE_ANSWER_S: u64 = 10;
+/// How long a node relaying a placement waits for its own child: less than its parent
+/// waits for it, so the refusal gets there in time.
+const RELAY_ANSWER_S: u64 = 5;
+/// A relayed placement is forgotten this long after it was relayed (its cancel can no
+/// longer be passed down; the lease at home has long decided its fate by then).
+const RELAY_FORGET_MS: u64 = 6 * 3_600_000;
 /// A child retries reporting an outcome this long after its lease ran out, then lets
 /// the home place the effect again.
 const REPORT_AFTER_LEASE_MS: u64 = 60_000;
@@ -55,6 +66,9 @@ pub struct Hop {
     topology: Mutex<Topology>,
     projections: Mutex<Projections>,
     placed: Mutex<HashMap<String, watch::Sender<bool>>>,
+    /// Effects this node passed down to a child (key → child, when): where a cancel
+    /// from above goes.
+    relayed: Mutex<HashMap<String, (String, u64)>>,
     placed_busy: AtomicU32,
     epoch: u64,
 }
@@ -68,6 +82,7 @@ impl Hop {
             topology: Mutex::new(Topology::new(&genome.info.name, role, &tag, parent)),
             projections: Mutex::new(Projections::default()),
             placed: Mutex::new(HashMap::new()),
+            relayed: Mutex::new(HashMap::new()),
             placed_busy: AtomicU32::new(0),
             epoch: now_ms(),
         }
@@ -195,14 +210,16 @@ async fn place_round(genome: &Arc<Genome>, tree: &Arc<Tree>) {
     let Some(kernel) = genome.kernel() else {
         return;
     };
-    let children = tree.hop.topology().placeable_children(now_ms());
-    for (child, ready, free) in children {
+    let targets = tree.hop.topology().placement_targets(now_ms());
+    for target in targets {
+        // Claimed for the direct child: it holds the lease (and loses it if it goes
+        // silent), whether it runs the effect or relays it to `target.node` below it.
         let claimed = kernel
             .call(
                 |reply| KernelMsg::ClaimFor {
-                    holder: format!("{CHILD_HOLDER_PREFIX}{child}"),
-                    ready,
-                    max: free as usize,
+                    holder: format!("{CHILD_HOLDER_PREFIX}{}", target.via),
+                    ready: target.ready.clone(),
+                    max: target.free as usize,
                     reply,
                 },
                 Some(Duration::from_secs(30)),
@@ -212,8 +229,11 @@ async fn place_round(genome: &Arc<Genome>, tree: &Arc<Tree>) {
             continue;
         };
         for effect in effects {
-            tree.hop.topology().placed_on(&child);
-            let (tree, kernel, child) = (Arc::clone(tree), kernel.clone(), child.clone());
+            tree.hop
+                .topology()
+                .placed_on_target(&target.via, &target.node);
+            let (tree, kernel) = (Arc::clone(tree), kernel.clone());
+            let (child, node) = (target.via.clone(), target.node.clone());
             let home = genome.info.name.clone();
             tokio::spawn(async move {
                 let (key, token) = (effect.key.clone(), effect.token);
@@ -221,13 +241,13 @@ async fn place_round(genome: &Arc<Genome>, tree: &Arc<Tree>) {
                     Some(link) => match link
                         .request_within(
                             TreeMsg::Topo(TopoMsg::Place { effect, home }),
-                            Duration::from_secs(10),
+                            Duration::from_secs(PLACE_ANSWER_S),
                         )
                         .await
                     {
                         Ok(TreeMsg::Topo(TopoMsg::Placed { accepted, reason })) => {
                             if !accepted {
-                                debug!(key, child, reason, "child refused a placement");
+                                debug!(key, child, node, reason, "child refused a placement");
                             }
                             accepted
                         }
@@ -236,7 +256,7 @@ async fn place_round(genome: &Arc<Genome>, tree: &Arc<Tree>) {
                     None => false,
                 };
                 if accepted {
-                    info!(key, child, "effect placed");
+                    info!(key, child, node, "effect placed");
                 } else {
                     let _ = kernel.cast(KernelMsg::Release { key, token });
                 }
@@ -392,13 +412,53 @@ pub async fn on_request(
                 response: Json(serde_json::to_value(response).unwrap_or(Value::Null)),
             }
         }
-        TopoMsg::Place { effect, home } => accept_placement(&genome, &tree, effect, &home),
+        TopoMsg::Place { effect, home } => accept_placement(&genome, &tree, effect, &home).await,
+        TopoMsg::Renew { key, token } if homed_above(&tree, &key) => {
+            let relayed = TopoMsg::Renew { key, token };
+            match relay_up(&tree, relayed, Duration::from_secs(10)).await {
+                Some(answer @ TopoMsg::Renewed { .. }) => answer,
+                // No verdict from home: the runner keeps going until its lease says no.
+                _ => TopoMsg::Renewed {
+                    until: None,
+                    error: None,
+                },
+            }
+        }
         TopoMsg::Renew { key, token } => {
             let (until, error) = match kernel_renew(&genome, &key, token).await {
                 Ok(until) => (Some(until), None),
                 Err(err) => (None, Some(err)),
             };
             TopoMsg::Renewed { until, error }
+        }
+        TopoMsg::Complete {
+            key,
+            token,
+            outcome,
+            node,
+        } if homed_above(&tree, &key) => {
+            let relayed = TopoMsg::Complete {
+                key: key.clone(),
+                token,
+                outcome,
+                node,
+            };
+            match relay_up(&tree, relayed, Duration::from_secs(60)).await {
+                Some(answer @ TopoMsg::Completed { .. }) => {
+                    if matches!(answer, TopoMsg::Completed { error: None }) {
+                        tree.hop
+                            .relayed
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&key);
+                    }
+                    answer
+                }
+                // The reporter retries an unreachable home (see `UNREACHABLE`).
+                _ => TopoMsg::Completed {
+                    error: Some(format!("{UNREACHABLE}the way home is cut above this node")),
+                },
+            }
         }
         TopoMsg::Complete {
             key,
@@ -429,6 +489,22 @@ pub fn on_message(tree: &Arc<Tree>, peer: &str, body: TopoMsg) {
             if let Some(stop) = placed.get(&key) {
                 info!(key, "the home cancelled a placed effect");
                 let _ = stop.send(true);
+                return;
+            }
+            drop(placed);
+            let relayed = tree
+                .hop
+                .relayed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            if let Some((child, _)) = relayed
+                && let Some(link) = tree.child_link(&child)
+            {
+                debug!(key, child, "passing a cancel down");
+                tokio::spawn(async move {
+                    let _ = link.send(TreeMsg::Topo(TopoMsg::Cancel { key })).await;
+                });
             }
         }
         other => debug!(peer, ?other, "unexpected message on a link"),
@@ -479,8 +555,31 @@ async fn kernel_complete(
     }
 }
 
-/// A parent placed an effect here: take it if a seat is free and its needs are ready.
-fn accept_placement(
+/// True when the effect `key` (`job/path/attempt`) belongs to a job homed above this
+/// node: its renewals and completion are passed up, not answered here.
+fn homed_above(tree: &Tree, key: &str) -> bool {
+    let job = key.split('/').next().unwrap_or(key);
+    // Unreachable counts as above: the way up may be cut now, and the reporter must
+    // hear "unreachable" (and retry), not a refusal from a kernel that never held it.
+    !matches!(
+        tree.hop.topology().route_job(job),
+        Route::Local | Route::Child(_)
+    )
+}
+
+/// Sends `body` to the parent and returns its answer (`None` when the parent link is
+/// down or did not answer in time).
+async fn relay_up(tree: &Tree, body: TopoMsg, within: Duration) -> Option<TopoMsg> {
+    let link = tree.parent_link()?;
+    match link.request_within(TreeMsg::Topo(body), within).await {
+        Ok(TreeMsg::Topo(answer)) => Some(answer),
+        _ => None,
+    }
+}
+
+/// A parent placed an effect here: run it if a seat is free and its needs are ready
+/// here, else pass it down to a child that can (multi-hop placement), else refuse.
+async fn accept_placement(
     genome: &Arc<Genome>,
     tree: &Arc<Tree>,
     effect: ClaimedEffect,
@@ -495,17 +594,23 @@ fn accept_placement(
     }
     let seats = genome.settings.seats as u32;
     let busy = genome.seats.busy() as u32 + tree.hop.placed_busy.load(Ordering::Relaxed);
-    if busy >= seats {
-        return refuse(format!("all {seats} seats are busy"));
-    }
     let needs = effect.request.requirements();
-    if !genome
+    let ready_here = genome
         .places
         .snapshot()
         .readiness
-        .all_ready(&effect.job, &needs)
-    {
-        return refuse(format!("needs {needs:?} are not all ready here"));
+        .all_ready(&effect.job, &needs);
+    if busy >= seats || !ready_here {
+        let here = if ready_here {
+            format!("all {seats} seats are busy")
+        } else {
+            format!("needs {needs:?} are not all ready here")
+        };
+        let placement = tree.hop.topology().place(now_ms(), &needs, false);
+        let Placement::Child(child) = placement else {
+            return refuse(format!("{here}, and no child offers them"));
+        };
+        return relay_placement(tree, effect, home, &child, &here).await;
     }
     let (stop, cancel) = watch::channel(false);
     tree.hop
@@ -563,6 +668,50 @@ fn accept_placement(
     }
 }
 
+/// Passes a placement down to `child`; remembers it (for a cancel) when taken.
+async fn relay_placement(
+    tree: &Arc<Tree>,
+    effect: ClaimedEffect,
+    home: &str,
+    child: &str,
+    here: &str,
+) -> TopoMsg {
+    let refuse = |reason: String| TopoMsg::Placed {
+        accepted: false,
+        reason: Some(reason),
+    };
+    let Some(link) = tree.child_link(child) else {
+        return refuse(format!("{here}, and the link to `{child}` is down"));
+    };
+    tree.hop.topology().placed_on(child);
+    let key = effect.key.clone();
+    let body = TreeMsg::Topo(TopoMsg::Place {
+        effect,
+        home: home.to_owned(),
+    });
+    match link
+        .request_within(body, Duration::from_secs(RELAY_ANSWER_S))
+        .await
+    {
+        Ok(TreeMsg::Topo(TopoMsg::Placed { accepted: true, .. })) => {
+            let now = now_ms();
+            let mut relayed = tree.hop.relayed.lock().unwrap_or_else(|p| p.into_inner());
+            relayed.retain(|_, (_, at)| now.saturating_sub(*at) < RELAY_FORGET_MS);
+            relayed.insert(key.clone(), (child.to_owned(), now));
+            info!(key, child, home, "relayed a placed effect down");
+            TopoMsg::Placed {
+                accepted: true,
+                reason: None,
+            }
+        }
+        Ok(TreeMsg::Topo(TopoMsg::Placed { reason, .. })) => refuse(format!(
+            "{here}; `{child}` refused: {}",
+            reason.unwrap_or_default()
+        )),
+        _ => refuse(format!("{here}; `{child}` did not answer")),
+    }
+}
+
 const UNREACHABLE: &str = "unreachable: ";
 
 struct AtomicLease(std::sync::atomic::AtomicU64);
@@ -607,9 +756,9 @@ impl EffectHost for ParentHost {
                     self.lease_until.set(until);
                     Ok(Some(until))
                 }
-                Ok(TreeMsg::Topo(TopoMsg::Renewed { error, .. })) => {
-                    Err(error.unwrap_or_else(|| "refused".to_owned()))
-                }
+                Ok(TreeMsg::Topo(TopoMsg::Renewed {
+                    error: Some(error), ..
+                })) => Err(error),
                 _ => Ok(None),
             }
         })

@@ -1,7 +1,8 @@
 //! The topology's acceptance tree with real processes: root ← realm-1 ← edge-1, edge-2
 //! (edge-2 offers `blue`). A flow submitted at edge-1 with a `needs: [blue]` leaf is
 //! homed at the realm and its effect runs on edge-2; `status` at edge-1 and at the root
-//! both show it succeeded. `kill -9` of the root: within 5 s the realm's projection of the
+//! both show it succeeded. A flow submitted at the root with the same leaf is homed there
+//! and placed two hops down, through the realm onto edge-2. `kill -9` of the root: within 5 s the realm's projection of the
 //! root is invalid and the realm keeps running its own jobs; the root restarts, the links
 //! come back, nothing runs twice. `kill -9` of edge-2 during an effect: the effect is
 //! placed again after its lease and completes once.
@@ -166,6 +167,23 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
             palm(root, &["status", &job, "--json"]).json()["status"] == "succeeded"
         }),
         "the root reaches the job through the realm"
+    );
+
+    // Two hops down: submitted at the root, homed there, placed through the realm onto
+    // edge-2 (the only node offering `blue`); the completion climbs two hops home.
+    let ran = palm(root, &["run", &flow, "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let deep = ran.json();
+    assert_eq!(deep["status"], "succeeded", "{deep}");
+    assert_eq!(deep["home"], "root");
+    assert_eq!(deep["effects"][0]["node"], "edge-2");
+    assert_eq!(deep["state"]["out"]["stdout"], "on edge-2\n");
+    let deep_job = deep["job"].as_str().expect("job").to_owned();
+    assert_eq!(completions(root, &deep_job).len(), 1);
+    assert_eq!(
+        palm(edge1, &["status", &deep_job, "--json"]).json()["status"],
+        "succeeded",
+        "edge-1 reaches the root's job through the realm"
     );
 
     // kill -9 of the root: the realm's projection of it goes invalid within 5 s, and the

@@ -7,10 +7,13 @@
 //! realm or the root homes what is submitted there.
 //!
 //! Work spreads out: a home runs an effect locally when its own needs are ready, else
-//! places it on a direct child whose summary offers every need and has a free seat
-//! ([`Topology::place`], policy: prefer local, then the child with the most free seats,
-//! ties by name; no stickiness). The effect travels down with its lease; renewals and
-//! the completion travel up and are recorded at home under the idempotency key.
+//! places it on a node of its subtree that offers every need and has a free seat
+//! ([`Topology::placement_targets`], policy: prefer local, then the node with the most
+//! free seats, then the nearer, ties by name; no stickiness). The effect travels down
+//! with its lease — through the direct child on the way, which relays it to its own
+//! child ([`Topology::place`] picks among direct children) — and renewals and the
+//! completion travel up hop by hop, routed by the job's tag, to be recorded at home
+//! under the idempotency key.
 //!
 //! Projections: a node's view of its parent's truth is valid only while the link to the
 //! parent is up; when it drops, answers built from it say `"projection": "invalid"` with
@@ -96,6 +99,22 @@ pub enum Placement {
     Child(String),
     /// Nowhere now (it waits: blocked on its needs).
     Nowhere,
+}
+
+/// A node of the subtree that can take placed work (see
+/// [`Topology::placement_targets`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The direct child the effect is sent to (it runs it or relays it down).
+    pub via: String,
+    /// The node that will run it.
+    pub node: String,
+    /// Links between the home and that node (1 for a direct child).
+    pub hops: u32,
+    /// Needs ready on that node.
+    pub ready: Vec<String>,
+    /// Its free seats.
+    pub free: u32,
 }
 
 /// What a node knows of its parent's truth.
@@ -323,6 +342,63 @@ impl Topology {
             .collect();
         children.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
         children
+    }
+
+    /// Every node of the subtree able to take placed work now, reached through which
+    /// direct child, with its ready needs and free seats — the home's placement
+    /// candidates, deeper nodes included (multi-hop placement). Order: most free seats
+    /// first, then nearer (fewer hops), then by name. A deep node is trusted as its
+    /// direct child last reported it (that summary must be fresh and its link up; a
+    /// child only reports the grandchildren it is linked to).
+    pub fn placement_targets(&self, now: u64) -> Vec<Target> {
+        fn walk(via: &str, summary: &Summary, hops: u32, out: &mut Vec<Target>) {
+            let free = summary.seats.saturating_sub(summary.busy);
+            if free > 0 {
+                out.push(Target {
+                    via: via.to_owned(),
+                    node: summary.name.clone(),
+                    hops,
+                    ready: summary.ready.clone(),
+                    free,
+                });
+            }
+            if hops < HOPS_MAX {
+                for child in &summary.subtree {
+                    walk(via, child, hops + 1, out);
+                }
+            }
+        }
+        let mut targets = Vec::new();
+        for (name, child) in &self.children {
+            if !child.link.up || now.saturating_sub(child.link.last_heard) > SUMMARY_STALE_MS {
+                continue;
+            }
+            if let Some(summary) = &child.summary {
+                walk(name, summary, 1, &mut targets);
+            }
+        }
+        targets.sort_by(|a, b| {
+            b.free
+                .cmp(&a.free)
+                .then(a.hops.cmp(&b.hops))
+                .then_with(|| a.node.cmp(&b.node))
+        });
+        targets
+    }
+
+    /// A placed effect went to `node` (through the direct child `via`): count its seat
+    /// as busy until the next summary.
+    pub fn placed_on_target(&mut self, via: &str, node: &str) {
+        fn bump(summary: &mut Summary, node: &str) -> bool {
+            if summary.name == node {
+                summary.busy = summary.busy.saturating_add(1);
+                return true;
+            }
+            summary.subtree.iter_mut().any(|child| bump(child, node))
+        }
+        if let Some(summary) = self.children.get_mut(via).and_then(|c| c.summary.as_mut()) {
+            bump(summary, node);
+        }
     }
 
     /// A placed effect went to `child`: count the seat as busy until its next summary.

@@ -198,3 +198,37 @@ fn projections_are_served_marked_invalid() {
     assert_eq!(served["home_unreachable_since"], 9);
     assert!(projections.serve("rrrr-2", &edge, "down").is_none());
 }
+
+#[test]
+fn placement_reaches_grandchildren_through_their_parent() {
+    // root ← realm ← (edge1 cpu, edge2 blue busy 1 of 2).
+    let mut root = Topology::new("root", Role::Root, "oooo", None);
+    root.child_link(10, "realm", true);
+    root.child_summary(20, realm().summary(20, vec![], 1, 1));
+    let targets = root.placement_targets(25);
+    let names: Vec<(&str, &str, u32, u32)> = targets
+        .iter()
+        .map(|t| (t.via.as_str(), t.node.as_str(), t.hops, t.free))
+        .collect();
+    assert_eq!(
+        names,
+        [("realm", "edge1", 2, 2), ("realm", "edge2", 2, 1)],
+        "the full realm is no target; the freest edge comes first"
+    );
+    assert_eq!(targets[1].ready, ["blue"]);
+    root.placed_on_target("realm", "edge2");
+    assert!(
+        root.placement_targets(25).iter().all(|t| t.node != "edge2"),
+        "edge2's last seat is taken"
+    );
+    root.child_link(30, "realm", false);
+    assert!(
+        root.placement_targets(31).is_empty(),
+        "a down link hides its subtree"
+    );
+    root.child_link(32, "realm", true);
+    assert!(
+        root.placement_targets(32 + SUMMARY_STALE_MS + 1).is_empty(),
+        "a stale summary hides its subtree"
+    );
+}
