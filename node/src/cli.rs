@@ -415,6 +415,29 @@ pub enum BenchCommand {
     Index(crate::bench_index::BenchIndexArgs),
     /// One QUIC tunnel on loopback versus a bare quinn framed echo.
     Tunnel(BenchTunnelArgs),
+    /// Placement across a tree of real processes (root <- realm <- edges) versus the
+    /// same flow on one all-in-one node.
+    Tree(BenchTreeArgs),
+}
+
+/// `palm bench tree`.
+#[derive(Debug, Args)]
+pub struct BenchTreeArgs {
+    /// Edges under the realm, each offering `blue`.
+    #[arg(long, default_value_t = 4)]
+    pub edges: usize,
+    /// Seats per edge (the all-in-one baseline gets edges x seats).
+    #[arg(long, default_value_t = 2)]
+    pub seats: usize,
+    /// Effects for the throughput measurement.
+    #[arg(long, default_value_t = 400)]
+    pub effects: usize,
+    /// Jobs in flight during the throughput measurement.
+    #[arg(long, default_value_t = 16)]
+    pub in_flight: usize,
+    /// Latency samples (one job at a time).
+    #[arg(long, default_value_t = 100)]
+    pub samples: usize,
 }
 
 /// `palm bench tunnel`.

@@ -113,6 +113,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Bench(BenchCommand::Jobs(args)) => crate::bench::jobs(&ctx, args).await,
         Command::Mcp(args) => crate::mcp::run(&ctx, args).await,
         Command::Bench(BenchCommand::Tunnel(args)) => crate::bench_tunnel::run(&ctx, args).await,
+        Command::Bench(BenchCommand::Tree(args)) => crate::bench_tree::run(&ctx, args).await,
         Command::Token(command) => crate::tokens::run(&ctx, command).await,
         Command::Bench(BenchCommand::Index(args)) => crate::bench_index::run(&ctx, args),
         Command::Intel(command) => crate::intel_cmd::run(&ctx, command),

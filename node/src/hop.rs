@@ -70,6 +70,8 @@ pub struct Hop {
     /// from above goes.
     relayed: Mutex<HashMap<String, (String, u64)>>,
     placed_busy: AtomicU32,
+    /// Wakes the placer before its next tick: work became ready, a placed seat freed.
+    wake: Arc<tokio::sync::Notify>,
     epoch: u64,
 }
 
@@ -84,6 +86,7 @@ impl Hop {
             placed: Mutex::new(HashMap::new()),
             relayed: Mutex::new(HashMap::new()),
             placed_busy: AtomicU32::new(0),
+            wake: Arc::new(tokio::sync::Notify::new()),
             epoch: now_ms(),
         }
     }
@@ -186,10 +189,15 @@ pub fn start(tree: &Arc<Tree>) {
         }
     });
     let weak = Arc::downgrade(tree);
+    let wake = Arc::clone(&tree.hop.wake);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(PLACE_EVERY_MS));
         loop {
-            tick.tick().await;
+            // The tick is the safety net; a wake (one stored permit) is the fast path.
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = wake.notified() => {}
+            }
             let Some(tree) = weak.upgrade() else { return };
             let Some(genome) = tree.hop.genome.upgrade() else {
                 return;
@@ -262,6 +270,13 @@ async fn place_round(genome: &Arc<Genome>, tree: &Arc<Tree>) {
                 }
             });
         }
+    }
+}
+
+/// Work may have become placeable (a durable batch woke the seats): wake the placer.
+pub fn wake_placer(genome: &Genome) {
+    if let Some(tree) = tree_of(genome) {
+        tree.hop.wake.notify_one();
     }
 }
 
@@ -441,7 +456,7 @@ pub async fn on_request(
                 key: key.clone(),
                 token,
                 outcome,
-                node,
+                node: node.clone(),
             };
             match relay_up(&tree, relayed, Duration::from_secs(60)).await {
                 Some(answer @ TopoMsg::Completed { .. }) => {
@@ -452,6 +467,8 @@ pub async fn on_request(
                             .unwrap_or_else(|p| p.into_inner())
                             .remove(&key);
                     }
+                    // The seat below is free whatever home said: the effect ended.
+                    tree.hop.topology().completed_on(&node);
                     answer
                 }
                 // The reporter retries an unreachable home (see `UNREACHABLE`).
@@ -469,6 +486,10 @@ pub async fn on_request(
             let error = kernel_complete(&genome, &key, token, outcome, &node)
                 .await
                 .err();
+            if error.is_none() {
+                tree.hop.topology().completed_on(&node);
+                tree.hop.wake.notify_one();
+            }
             TopoMsg::Completed { error }
         }
         other => {

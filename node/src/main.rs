@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_index;
+mod bench_tree;
 mod bench_tunnel;
 mod cli;
 mod commands;

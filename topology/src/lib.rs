@@ -401,6 +401,26 @@ impl Topology {
         }
     }
 
+    /// A placed effect finished on `node` (somewhere in the subtree): count its seat as
+    /// free again without waiting for the next summary, so the next placement round can
+    /// use it at once.
+    pub fn completed_on(&mut self, node: &str) {
+        fn free(summary: &mut Summary, node: &str) -> bool {
+            if summary.name == node {
+                summary.busy = summary.busy.saturating_sub(1);
+                return true;
+            }
+            summary.subtree.iter_mut().any(|child| free(child, node))
+        }
+        for child in self.children.values_mut() {
+            if let Some(summary) = child.summary.as_mut()
+                && free(summary, node)
+            {
+                return;
+            }
+        }
+    }
+
     /// A placed effect went to `child`: count the seat as busy until its next summary.
     pub fn placed_on(&mut self, child: &str) {
         if let Some(summary) = self

@@ -221,6 +221,15 @@ fn placement_reaches_grandchildren_through_their_parent() {
         root.placement_targets(25).iter().all(|t| t.node != "edge2"),
         "edge2's last seat is taken"
     );
+    root.completed_on("edge2");
+    assert_eq!(
+        root.placement_targets(25)
+            .iter()
+            .find(|t| t.node == "edge2")
+            .map(|t| t.free),
+        Some(1),
+        "a completion frees the seat before the next summary"
+    );
     root.child_link(30, "realm", false);
     assert!(
         root.placement_targets(31).is_empty(),

@@ -498,6 +498,7 @@ fn complete(genome: &Genome, sealed: Sealed) {
     }
     if sealed.wake_seats {
         genome.seats.notify.notify_waiters();
+        crate::hop::wake_placer(genome);
     }
     for message in sealed.places {
         genome.places.tell(message);

@@ -1,0 +1,464 @@
+//! `palm bench tree`: placement across a real tree of `palm` processes on loopback,
+//! against the same flow on one all-in-one node started in the same run.
+//!
+//! The tree is root ← realm ← edge-1..edge-N; only the edges offer `blue`, and the flow's
+//! one `run` leaf needs it, so every effect is homed at the root and placed two hops
+//! down, through the realm. The baseline is an all-in-one node offering `blue` with as
+//! many seats as all the edges together.
+//!
+//! Two figures per setup:
+//! - **completion → home**: the effect prints the edge's wall clock as its last act
+//!   (`date +%s%N`); the benchmark takes its own clock when the home answers a waiting
+//!   `wait` with the job terminal. The difference bounds from above the time from the
+//!   effect completing to its outcome durable in the job's state at home (it also holds
+//!   the process exit and the home's answer to the waiting client, which the baseline
+//!   pays too). One job at a time.
+//! - **throughput**: effects/s with many jobs in flight, submit to all terminal.
+
+use crate::cli::BenchTreeArgs;
+use crate::commands::Ctx;
+use crate::control::client::Client;
+use crate::control::protocol::{FlowArg, Request};
+use crate::exit::{CliError, CliResult, Code};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const FLOW: &str =
+    "name: bench-tree\ntree:\n  run: { cmd: \"date +%s%N\", needs: [blue], save: out }\n";
+
+fn fail(what: impl std::fmt::Display) -> CliError {
+    CliError::failure("bench", what.to_string())
+}
+
+/// The `palm` processes of one setup; killed when dropped, whatever happened.
+struct Processes {
+    children: Vec<(String, Child)>,
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Processes {
+    fn start(&mut self, scratch: &Path, name: &str, args: &[String]) -> Result<(), CliError> {
+        let log = std::fs::File::create(scratch.join(format!("{name}.log")))?;
+        let child = Command::new(std::env::current_exe()?)
+            .arg("up")
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| fail(format!("could not start `palm up` for {name}: {e}")))?;
+        self.children.push((name.to_owned(), child));
+        Ok(())
+    }
+
+    /// Fails if a node exited early (its log says why).
+    fn check(&mut self, scratch: &Path) -> Result<(), CliError> {
+        for (name, child) in &mut self.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(scratch.join(format!("{name}.log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                return Err(fail(format!(
+                    "node {name} exited ({status}): {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn free_port() -> Result<u16, CliError> {
+    Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn call(data: &Path, request: &Request) -> Result<Value, CliError> {
+    let mut client = Client::connect(&data.join("palm.sock"))
+        .await
+        .ok_or_else(|| fail(format!("no node answers at {}", data.display())))?;
+    let response = client.call(request).await?;
+    match response.result {
+        Some(result) if response.ok => Ok(result),
+        _ => Err(fail(format!(
+            "{} answered an error: {:?}",
+            data.display(),
+            response.error
+        ))),
+    }
+}
+
+async fn until(
+    what: &str,
+    within: Duration,
+    procs: &mut Processes,
+    scratch: &Path,
+    mut check: impl AsyncFnMut() -> bool,
+) -> Result<(), CliError> {
+    let deadline = Instant::now() + within;
+    loop {
+        procs.check(scratch)?;
+        if check().await {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(fail(format!("timed out waiting for {what}")));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn token(root: &Path, name: &str, role: &str) -> Result<String, CliError> {
+    let out = Command::new(std::env::current_exe()?)
+        .args([
+            "token", "create", "--name", name, "--role", role, "--json", "--data",
+        ])
+        .arg(root)
+        .output()?;
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    value["token"].as_str().map(str::to_owned).ok_or_else(|| {
+        fail(format!(
+            "token create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    })
+}
+
+/// Nodes offering `blue` anywhere in a `tree` answer.
+fn blue_nodes(node: &Value) -> usize {
+    let here = node["capabilities"]
+        .as_array()
+        .is_some_and(|caps| caps.iter().any(|c| c == "blue")) as usize;
+    here + node["children"]
+        .as_array()
+        .map_or(0, |children| children.iter().map(blue_nodes).sum())
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn dir(scratch: &Path, name: &str) -> Result<PathBuf, CliError> {
+    let path = scratch.join(name);
+    std::fs::create_dir_all(&path)?;
+    Ok(path)
+}
+
+/// root ← realm ← `edges` edges offering `blue`; returns the root's data directory.
+async fn start_tree(
+    procs: &mut Processes,
+    scratch: &Path,
+    args: &BenchTreeArgs,
+) -> Result<PathBuf, CliError> {
+    let root = dir(scratch, "root")?;
+    let realm = dir(scratch, "realm")?;
+    let (root_addr, realm_addr) = (
+        format!("127.0.0.1:{}", free_port()?),
+        format!("127.0.0.1:{}", free_port()?),
+    );
+    let data = |d: &Path| d.display().to_string();
+    let mut root_args = strings(&["--profile", "root", "--name", "root", "--seats", "1"]);
+    root_args.extend([
+        "--listen".into(),
+        root_addr.clone(),
+        "--data".into(),
+        data(&root),
+    ]);
+    procs.start(scratch, "root", &root_args)?;
+    until(
+        "the root",
+        Duration::from_secs(20),
+        procs,
+        scratch,
+        async || call(&root, &Request::Vitality).await.is_ok(),
+    )
+    .await?;
+    let mut realm_args = strings(&["--profile", "realm", "--name", "realm-1", "--seats", "1"]);
+    realm_args.extend([
+        "--parent".into(),
+        root_addr.clone(),
+        "--token".into(),
+        token(&root, "realm-1", "realm")?,
+        "--listen".into(),
+        realm_addr.clone(),
+        "--data".into(),
+        data(&realm),
+    ]);
+    procs.start(scratch, "realm", &realm_args)?;
+    until(
+        "the realm",
+        Duration::from_secs(20),
+        procs,
+        scratch,
+        async || {
+            call(&realm, &Request::Vitality)
+                .await
+                .is_ok_and(|v| v["tree"]["listen"] == realm_addr.as_str())
+        },
+    )
+    .await?;
+    for i in 1..=args.edges {
+        let name = format!("edge-{i}");
+        let edge = dir(scratch, &name)?;
+        std::fs::write(edge.join("palm.yaml"), "capabilities: [blue]\n")?;
+        let mut edge_args = strings(&["--profile", "edge", "--name", &name]);
+        edge_args.extend([
+            "--seats".into(),
+            args.seats.to_string(),
+            "--parent".into(),
+            realm_addr.clone(),
+            "--token".into(),
+            token(&root, &name, "edge")?,
+            "--data".into(),
+            data(&edge),
+        ]);
+        procs.start(scratch, &name, &edge_args)?;
+    }
+    let edges = args.edges;
+    until(
+        "every edge to offer `blue` in the root's tree",
+        Duration::from_secs(30),
+        procs,
+        scratch,
+        async || {
+            call(&root, &Request::Tree)
+                .await
+                .is_ok_and(|v| blue_nodes(&v["tree"]) == edges)
+        },
+    )
+    .await?;
+    Ok(root)
+}
+
+async fn start_all_in_one(
+    procs: &mut Processes,
+    scratch: &Path,
+    args: &BenchTreeArgs,
+) -> Result<PathBuf, CliError> {
+    let aio = dir(scratch, "all-in-one")?;
+    std::fs::write(aio.join("palm.yaml"), "capabilities: [blue]\n")?;
+    let mut aio_args = strings(&["--profile", "all-in-one", "--name", "aio"]);
+    aio_args.extend([
+        "--seats".into(),
+        (args.seats * args.edges).to_string(),
+        "--data".into(),
+        aio.display().to_string(),
+    ]);
+    procs.start(scratch, "all-in-one", &aio_args)?;
+    until(
+        "the all-in-one node",
+        Duration::from_secs(20),
+        procs,
+        scratch,
+        async || call(&aio, &Request::Vitality).await.is_ok(),
+    )
+    .await?;
+    Ok(aio)
+}
+
+/// One job, submitted and waited for; returns (submit → terminal, completion → seen at
+/// home) and the node that ran the effect.
+async fn one_job(home: &Path) -> Result<(Duration, Duration, String), CliError> {
+    let started = Instant::now();
+    let submitted = call(
+        home,
+        &Request::Submit {
+            flow: FlowArg::Source {
+                source: FLOW.to_owned(),
+                origin: "<bench tree>".into(),
+            },
+            input: Default::default(),
+            args: vec![],
+            started_by: None,
+        },
+    )
+    .await?;
+    let job = submitted["job"]
+        .as_str()
+        .ok_or_else(|| fail(format!("submit answered {submitted}")))?
+        .to_owned();
+    let view = call(
+        home,
+        &Request::Wait {
+            job,
+            timeout_ms: Some(60_000),
+        },
+    )
+    .await?;
+    let seen_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let elapsed = started.elapsed();
+    if view["status"] != "succeeded" {
+        return Err(fail(format!("a benchmark job ended: {view}")));
+    }
+    let done_ns: u128 = view["state"]["out"]["stdout"]
+        .as_str()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| fail(format!("the effect printed no clock: {view}")))?;
+    let node = view["effects"][0]["node"]
+        .as_str()
+        .unwrap_or("?")
+        .to_owned();
+    let lag = Duration::from_nanos(seen_ns.saturating_sub(done_ns) as u64);
+    Ok((elapsed, lag, node))
+}
+
+struct Figures {
+    effects_per_s: f64,
+    lag_p50_ms: f64,
+    lag_p99_ms: f64,
+    e2e_p50_ms: f64,
+    e2e_p99_ms: f64,
+    ran_on: std::collections::BTreeMap<String, usize>,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
+}
+
+async fn measure(home: &Path, args: &BenchTreeArgs) -> Result<Figures, CliError> {
+    for _ in 0..5 {
+        one_job(home).await?;
+    }
+    let (mut e2e, mut lag) = (Vec::new(), Vec::new());
+    let mut ran_on = std::collections::BTreeMap::new();
+    for _ in 0..args.samples {
+        let (elapsed, behind, node) = one_job(home).await?;
+        e2e.push(elapsed);
+        lag.push(behind);
+        *ran_on.entry(node).or_insert(0) += 1;
+    }
+    e2e.sort();
+    lag.sort();
+    let in_flight = args.in_flight.max(1);
+    let per_worker = args.effects.div_ceil(in_flight);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..in_flight {
+        let home = home.to_owned();
+        workers.push(tokio::spawn(async move {
+            let mut nodes = Vec::new();
+            for _ in 0..per_worker {
+                nodes.push(one_job(&home).await?.2);
+            }
+            Ok::<_, CliError>(nodes)
+        }));
+    }
+    for worker in workers {
+        for node in worker.await.map_err(fail)?? {
+            *ran_on.entry(node).or_insert(0) += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Figures {
+        effects_per_s: (per_worker * in_flight) as f64 / seconds,
+        lag_p50_ms: percentile(&lag, 0.5),
+        lag_p99_ms: percentile(&lag, 0.99),
+        e2e_p50_ms: percentile(&e2e, 0.5),
+        e2e_p99_ms: percentile(&e2e, 0.99),
+        ran_on,
+    })
+}
+
+fn report(what: &str, f: &Figures) -> Value {
+    json!({
+        "setup": what,
+        "effects_per_s": f.effects_per_s,
+        "completion_to_home_ms": { "p50": f.lag_p50_ms, "p99": f.lag_p99_ms },
+        "submit_to_terminal_ms": { "p50": f.e2e_p50_ms, "p99": f.e2e_p99_ms },
+        "ran_on": f.ran_on,
+    })
+}
+
+/// Runs the benchmark.
+pub async fn run(ctx: &Ctx, args: BenchTreeArgs) -> CliResult {
+    if args.edges == 0 || args.seats == 0 {
+        return Err(CliError::usage(
+            "bench",
+            "--edges and --seats must be at least 1",
+        ));
+    }
+    let scratch = std::env::temp_dir().join(format!("palm-bench-tree-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    eprintln!(
+        "palm bench tree: root <- realm <- {} edges x {} seats; {} effects, {} in flight, {} latency samples ({} build)",
+        args.edges,
+        args.seats,
+        args.effects,
+        args.in_flight,
+        args.samples,
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+    let outcome = async {
+        let tree = {
+            let mut procs = Processes { children: vec![] };
+            let root = start_tree(&mut procs, &scratch, &args).await?;
+            eprintln!("palm bench tree: tree linked, measuring");
+            measure(&root, &args).await?
+        };
+        let aio = {
+            let mut procs = Processes { children: vec![] };
+            let aio = start_all_in_one(&mut procs, &scratch, &args).await?;
+            eprintln!("palm bench tree: all-in-one up, measuring");
+            measure(&aio, &args).await?
+        };
+        Ok::<_, CliError>((tree, aio))
+    }
+    .await;
+    if outcome.is_ok() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    } else {
+        eprintln!("palm bench tree: node logs kept in {}", scratch.display());
+    }
+    let (tree, aio) = outcome?;
+    let result = json!({
+        "machine": { "cpus": crate::sys::cpus() },
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "tree": report("root <- realm <- edges (home at the root, effects two hops down)", &tree),
+        "baseline": report("one all-in-one node, same flow, same total seats", &aio),
+        "ratio": {
+            "throughput_tree_over_baseline": tree.effects_per_s / aio.effects_per_s.max(1e-9),
+            "completion_to_home_p50_tree_over_baseline": tree.lag_p50_ms / aio.lag_p50_ms.max(1e-9),
+        },
+    });
+    if ctx.out.json {
+        ctx.out.json(&result);
+        return Ok(Code::Ok);
+    }
+    for (label, f) in [("tree", &tree), ("all-in-one", &aio)] {
+        println!(
+            "{label:>10}: {:>7.0} effects/s with {} in flight; completion -> home p50 {:.2} ms, p99 {:.2} ms; submit -> terminal p50 {:.2} ms, p99 {:.2} ms",
+            f.effects_per_s, args.in_flight, f.lag_p50_ms, f.lag_p99_ms, f.e2e_p50_ms, f.e2e_p99_ms
+        );
+        let spread: Vec<String> = f.ran_on.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        println!("{:>10}  ran on: {}", "", spread.join(", "));
+    }
+    println!(
+        "     ratio: throughput {:.2}x of all-in-one; completion -> home p50 {:.2}x",
+        tree.effects_per_s / aio.effects_per_s.max(1e-9),
+        tree.lag_p50_ms / aio.lag_p50_ms.max(1e-9)
+    );
+    Ok(Code::Ok)
+}
