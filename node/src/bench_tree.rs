@@ -52,7 +52,7 @@ impl Processes {
         let child = Command::new(std::env::current_exe()?)
             .arg("up")
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env("PALM_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
