@@ -378,7 +378,7 @@ pub struct SimArgs {
     #[arg(long, default_value = "60s")]
     pub duration: String,
     /// Switch on a deliberate bug (skip-fencing, ack-before-durable,
-    /// projection-always-valid, shared-tag) to see it caught.
+    /// projection-always-valid, shared-tag, relay-twice) to see it caught.
     #[arg(long, value_name = "BUG", hide = true)]
     pub mutate: Option<String>,
 }

@@ -60,15 +60,23 @@ const RELAY_FORGET_MS: u64 = 6 * 3_600_000;
 /// the home place the effect again.
 const REPORT_AFTER_LEASE_MS: u64 = 60_000;
 
+/// A placement this node passed down to a child.
+struct Relayed {
+    child: String,
+    token: u64,
+    at: u64,
+    /// The home cancelled it: a late copy is refused, not passed down again.
+    cancelled: bool,
+}
+
 /// The topology state of a node's tree organ.
 pub struct Hop {
     genome: Weak<Genome>,
     topology: Mutex<Topology>,
     projections: Mutex<Projections>,
     placed: Mutex<HashMap<String, watch::Sender<bool>>>,
-    /// Effects this node passed down to a child (key → child, when): where a cancel
-    /// from above goes.
-    relayed: Mutex<HashMap<String, (String, u64)>>,
+    /// Effects this node passed down to a child: where a cancel from above goes.
+    relayed: Mutex<HashMap<String, Relayed>>,
     placed_busy: AtomicU32,
     /// Wakes the placer before its next tick: work became ready, a placed seat freed.
     wake: Arc<tokio::sync::Notify>,
@@ -513,13 +521,19 @@ pub fn on_message(tree: &Arc<Tree>, peer: &str, body: TopoMsg) {
                 return;
             }
             drop(placed);
+            // Kept, marked: a late copy of the placement is then refused rather than
+            // passed down beside the cancel.
             let relayed = tree
                 .hop
                 .relayed
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
-            if let Some((child, _)) = relayed
+                .get_mut(&key)
+                .map(|relayed| {
+                    relayed.cancelled = true;
+                    relayed.child.clone()
+                });
+            if let Some(child) = relayed
                 && let Some(link) = tree.child_link(&child)
             {
                 debug!(key, child, "passing a cancel down");
@@ -689,7 +703,10 @@ async fn accept_placement(
     }
 }
 
-/// Passes a placement down to `child`; remembers it (for a cancel) when taken.
+/// Passes a placement down to `child`; remembers it (for a cancel) when taken. The
+/// same claim (key and token) placed again is answered taken, not passed on twice — a
+/// second copy could land on another child and run beside the first (the simulator's
+/// duplicated messages found this).
 async fn relay_placement(
     tree: &Arc<Tree>,
     effect: ClaimedEffect,
@@ -701,11 +718,29 @@ async fn relay_placement(
         accepted: false,
         reason: Some(reason),
     };
+    let seen = tree
+        .hop
+        .relayed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&effect.key)
+        .filter(|r| r.token == effect.token)
+        .map(|r| r.cancelled);
+    match seen {
+        Some(false) => {
+            return TopoMsg::Placed {
+                accepted: true,
+                reason: None,
+            };
+        }
+        Some(true) => return refuse("the home cancelled this placement".into()),
+        None => {}
+    }
     let Some(link) = tree.child_link(child) else {
         return refuse(format!("{here}, and the link to `{child}` is down"));
     };
     tree.hop.topology().placed_on(child);
-    let key = effect.key.clone();
+    let (key, token) = (effect.key.clone(), effect.token);
     let body = TreeMsg::Topo(TopoMsg::Place {
         effect,
         home: home.to_owned(),
@@ -717,8 +752,16 @@ async fn relay_placement(
         Ok(TreeMsg::Topo(TopoMsg::Placed { accepted: true, .. })) => {
             let now = now_ms();
             let mut relayed = tree.hop.relayed.lock().unwrap_or_else(|p| p.into_inner());
-            relayed.retain(|_, (_, at)| now.saturating_sub(*at) < RELAY_FORGET_MS);
-            relayed.insert(key.clone(), (child.to_owned(), now));
+            relayed.retain(|_, r| now.saturating_sub(r.at) < RELAY_FORGET_MS);
+            relayed.insert(
+                key.clone(),
+                Relayed {
+                    child: child.to_owned(),
+                    token,
+                    at: now,
+                    cancelled: false,
+                },
+            );
             info!(key, child, home, "relayed a placed effect down");
             TopoMsg::Placed {
                 accepted: true,

@@ -108,6 +108,8 @@ enum Msg {
         token: u64,
         outcome: Outcome,
         run: u64,
+        /// The node that ran it (a relaying realm passes it on unchanged).
+        node: String,
     },
     Completed {
         run: u64,
@@ -201,6 +203,16 @@ enum Ack {
     },
 }
 
+/// A placement a node passed down to a child.
+#[derive(Clone, Copy, Debug)]
+struct Relayed {
+    child: usize,
+    token: u64,
+    /// The home cancelled it: a late copy of the same placement is dropped, not passed
+    /// down again (it would start a second run while the cancel is still on its way).
+    cancelled: bool,
+}
+
 struct Node {
     role: Role,
     parent: Option<usize>,
@@ -220,6 +232,13 @@ struct Node {
     checker: Checker,
     /// Requests this node forwarded and waits answers for: its id → where the answer goes.
     pending: BTreeMap<u64, (Reply, Req)>,
+    /// Placements this node passed down (multi-hop): effect key → the child it went to,
+    /// and the token.
+    relayed: BTreeMap<String, Relayed>,
+    /// Renewals passed up: (key, token) → the child the answer goes back to.
+    relayed_renews: BTreeMap<(String, u64), usize>,
+    /// Completions passed up: run id → the child the answer goes back to.
+    relayed_completes: BTreeMap<u64, usize>,
     seed: u64,
     tag: String,
 }
@@ -1106,12 +1125,15 @@ impl TreeWorld {
         }
         let now = self.now;
         let capabilities = self.nodes[i].capabilities.clone();
-        for (child_name, ready, free) in self.nodes[i].topology.placeable_children(now) {
-            let Some(child) = self.child_by_name(i, &child_name) else {
+        // Every node of the subtree is a target (multi-hop), reached through its direct
+        // child, which holds the lease and relays the placement down if it must.
+        for target in self.nodes[i].topology.placement_targets(now) {
+            let Some(child) = self.child_by_name(i, &target.via) else {
                 continue;
             };
-            for _ in 0..free {
-                let holder = format!("child:{child_name}");
+            for _ in 0..target.free {
+                let holder = format!("child:{}", target.via);
+                let ready = &target.ready;
                 let path = self.nodes[i].path.as_mut().expect("up");
                 let claimed = path.claim(now, &holder, &|_, request| {
                     let needs = request.requirements();
@@ -1123,11 +1145,20 @@ impl TreeWorld {
                     break;
                 };
                 self.nodes[i].checker.claimed(&effect.key, effect.token);
-                self.nodes[i].topology.placed_on(&child_name);
-                self.coverage.hit("effect_placed");
+                self.nodes[i]
+                    .topology
+                    .placed_on_target(&target.via, &target.node);
+                self.coverage.hit(if target.hops > 1 {
+                    "effect_placed_deep"
+                } else {
+                    "effect_placed"
+                });
                 self.line(
                     i,
-                    &format!("place {} tok {} on n{child}", effect.key, effect.token),
+                    &format!(
+                        "place {} tok {} on n{child} for {}",
+                        effect.key, effect.token, target.node
+                    ),
                 );
                 // Placed only once durable: the child cannot be told that a crash took it back.
                 self.nodes[i].acks.push(Ack::Send {
@@ -1137,6 +1168,16 @@ impl TreeWorld {
                 self.commit(i);
             }
         }
+    }
+
+    /// True when the effect `key` (`job/path/attempt`) belongs to a job homed above node
+    /// `i`: its renewals and completion are passed up (as `hop::homed_above` does).
+    fn homed_above(&self, i: usize, key: &str) -> bool {
+        let job = key.split('/').next().unwrap_or(key);
+        !matches!(
+            self.nodes[i].topology.route_job(job),
+            Route::Local | Route::Child(_)
+        )
     }
 
     fn start_run(&mut self, i: usize, seat: Option<usize>, effect: ClaimedEffect) {
@@ -1239,6 +1280,7 @@ impl TreeWorld {
                     token: r.token,
                     outcome: r.outcome.clone(),
                     run: r.id,
+                    node: self.nodes[i].topology_name(),
                 },
             );
         }
@@ -1382,6 +1424,29 @@ impl TreeWorld {
             }
             Msg::Summary(summary) => self.nodes[to].topology.child_summary(now, summary),
             Msg::Place { effect } => {
+                // A copy of a placement already taken here, or already passed down: the
+                // same (key, token) must never start a second run.
+                if self.nodes[to]
+                    .runs
+                    .values()
+                    .any(|r| r.key == effect.key && r.token == effect.token)
+                {
+                    self.coverage.hit("duplicate_placement_ignored");
+                    return;
+                }
+                if let Some(&relayed) = self.nodes[to].relayed.get(&effect.key)
+                    && relayed.token == effect.token
+                    && self.opts.mutation != Some(SimMutation::RelayTwice)
+                {
+                    if relayed.cancelled {
+                        self.coverage.hit("placement_after_cancel_dropped");
+                    } else {
+                        // Passed on to the same child, which drops it if it has it.
+                        self.coverage.hit("duplicate_relay_passed_on");
+                        self.send(to, relayed.child, Msg::Place { effect });
+                    }
+                    return;
+                }
                 let busy = self.nodes[to]
                     .runs
                     .values()
@@ -1393,19 +1458,52 @@ impl TreeWorld {
                     .iter()
                     .all(|n| self.nodes[to].capabilities.contains(n));
                 if busy >= SEATS || !able {
-                    // Refused: the lease at home runs out and the effect is placed again.
+                    // Not here: pass it to a child that offers its needs (multi-hop), else
+                    // refuse — the lease at home runs out and it is placed again.
+                    let needs = effect.request.requirements();
+                    if let Placement::Child(name) =
+                        self.nodes[to].topology.place(now, &needs, false)
+                        && let Some(child) = self.child_by_name(to, &name)
+                    {
+                        self.coverage.hit("placement_relayed");
+                        self.nodes[to].topology.placed_on(&name);
+                        self.nodes[to].relayed.insert(
+                            effect.key.clone(),
+                            Relayed {
+                                child,
+                                token: effect.token,
+                                cancelled: false,
+                            },
+                        );
+                        self.line(
+                            to,
+                            &format!("relay {} tok {} to n{child}", effect.key, effect.token),
+                        );
+                        self.send(to, child, Msg::Place { effect });
+                        return;
+                    }
                     self.coverage.hit("placement_refused");
                     return;
                 }
-                if self.nodes[to]
-                    .runs
-                    .values()
-                    .any(|r| r.key == effect.key && r.token == effect.token)
-                {
-                    self.coverage.hit("duplicate_placement_ignored");
-                    return;
-                }
                 self.start_run(to, None, effect);
+            }
+            Msg::Renew { key, token } if self.homed_above(to, &key) => {
+                self.coverage.hit("renew_relayed");
+                self.nodes[to]
+                    .relayed_renews
+                    .insert((key.clone(), token), from);
+                if let Some(parent) = self.nodes[to].parent {
+                    self.send(to, parent, Msg::Renew { key, token });
+                }
+            }
+            Msg::Renewed { key, token, until }
+                if self.nodes[to]
+                    .relayed_renews
+                    .contains_key(&(key.clone(), token)) =>
+            {
+                if let Some(child) = self.nodes[to].relayed_renews.remove(&(key.clone(), token)) {
+                    self.send(to, child, Msg::Renewed { key, token, until });
+                }
             }
             Msg::Renew { key, token } => {
                 let path = self.nodes[to].path.as_mut().expect("up");
@@ -1441,10 +1539,35 @@ impl TreeWorld {
                 token,
                 outcome,
                 run,
+                node,
+            } if self.homed_above(to, &key) => {
+                self.coverage.hit("completion_relayed");
+                self.nodes[to].relayed_completes.insert(run, from);
+                self.nodes[to].topology.completed_on(&node);
+                if let Some(parent) = self.nodes[to].parent {
+                    self.send(
+                        to,
+                        parent,
+                        Msg::Complete {
+                            key,
+                            token,
+                            outcome,
+                            run,
+                            node,
+                        },
+                    );
+                }
+            }
+            Msg::Complete {
+                key,
+                token,
+                outcome,
+                run,
+                node,
             } => {
-                let node_name = self.nodes[from].topology_name();
+                self.nodes[to].topology.completed_on(&node);
                 let path = self.nodes[to].path.as_mut().expect("up");
-                let result = path.complete(now, &key, token, outcome, Some(node_name));
+                let result = path.complete(now, &key, token, outcome, Some(node));
                 self.completed(to, &key, token, result);
                 self.nodes[to].acks.push(Ack::Send {
                     to: from,
@@ -1453,6 +1576,10 @@ impl TreeWorld {
                 self.commit(to);
             }
             Msg::Completed { run } => {
+                if let Some(child) = self.nodes[to].relayed_completes.remove(&run) {
+                    self.send(to, child, Msg::Completed { run });
+                    return;
+                }
                 self.nodes[to].runs.remove(&run);
             }
             Msg::Cancel { key } => {
@@ -1465,6 +1592,12 @@ impl TreeWorld {
                 for run in runs {
                     self.coverage.hit("placed_effect_stopped");
                     self.nodes[to].runs.remove(&run);
+                }
+                if let Some(relayed) = self.nodes[to].relayed.get_mut(&key) {
+                    relayed.cancelled = true;
+                    let child = relayed.child;
+                    self.coverage.hit("cancel_relayed");
+                    self.send(to, child, Msg::Cancel { key });
                 }
             }
         }
@@ -1495,6 +1628,9 @@ impl TreeWorld {
         node.notices.clear();
         node.touched.clear();
         node.pending.clear();
+        node.relayed.clear();
+        node.relayed_renews.clear();
+        node.relayed_completes.clear();
         node.flush_at = None;
         node.tick_at = None;
         self.line(i, &format!("CRASH ({unflushed} unflushed, {keep} kept)"));
@@ -1540,14 +1676,17 @@ impl TreeWorld {
         core.engine().outstanding().values().all(|o| {
             let needs = o.request.requirements();
             let here = needs.iter().all(|n| node.capabilities.contains(n));
-            !here
-                && node.topology.place(self.now, &needs, false) == Placement::Nowhere
-                && !node.children.iter().any(|c| {
-                    needs
-                        .iter()
-                        .all(|n| self.nodes[*c].capabilities.contains(n))
-                })
+            // Blocked for good only when no node of the subtree offers the needs:
+            // placement reaches every depth.
+            !here && !self.subtree_offers(i, &needs)
         }) && !core.engine().outstanding().is_empty()
+    }
+
+    fn subtree_offers(&self, i: usize, needs: &[String]) -> bool {
+        self.nodes[i].children.iter().any(|&c| {
+            needs.iter().all(|n| self.nodes[c].capabilities.contains(n))
+                || self.subtree_offers(c, needs)
+        })
     }
 
     fn settled(&self) -> bool {
@@ -1636,6 +1775,9 @@ impl Node {
             tick_at: None,
             checker: Checker::default(),
             pending: BTreeMap::new(),
+            relayed: BTreeMap::new(),
+            relayed_renews: BTreeMap::new(),
+            relayed_completes: BTreeMap::new(),
             seed,
             tag,
         }

@@ -75,6 +75,9 @@ pub enum SimMutation {
     /// (Tree worlds) the first realm opens its store under the root's tag, so it commits
     /// jobs whose ids say they are homed above it.
     SharedTag,
+    /// (Tree worlds) a relaying node passes every copy of a placement down afresh, even
+    /// one it already relayed, so a duplicated message can start a second run.
+    RelayTwice,
 }
 
 impl SimMutation {
@@ -85,6 +88,7 @@ impl SimMutation {
             "ack-before-durable" => Some(SimMutation::AckBeforeDurable),
             "projection-always-valid" => Some(SimMutation::ProjectionAlwaysValid),
             "shared-tag" => Some(SimMutation::SharedTag),
+            "relay-twice" => Some(SimMutation::RelayTwice),
             _ => None,
         }
     }
@@ -96,6 +100,7 @@ impl SimMutation {
             SimMutation::AckBeforeDurable => "ack-before-durable",
             SimMutation::ProjectionAlwaysValid => "projection-always-valid",
             SimMutation::SharedTag => "shared-tag",
+            SimMutation::RelayTwice => "relay-twice",
         }
     }
 }

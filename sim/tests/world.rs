@@ -184,6 +184,11 @@ fn a_realm_committing_for_a_job_homed_above_it_is_caught() {
 }
 
 #[test]
+fn a_relay_passing_a_duplicated_placement_down_again_is_caught() {
+    tree_mutant_caught(SimMutation::RelayTwice, "no_two_live_leases");
+}
+
+#[test]
 fn a_projection_served_as_valid_is_caught() {
     tree_mutant_caught(
         SimMutation::ProjectionAlwaysValid,
