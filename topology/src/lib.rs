@@ -326,24 +326,6 @@ impl Topology {
         })
     }
 
-    /// Children able to take placed work now, with their ready needs and free seats, in
-    /// the order the placement policy offers them work: most free seats first, ties by
-    /// name (what [`Topology::place`] picks for one effect).
-    pub fn placeable_children(&self, now: u64) -> Vec<(String, Vec<String>, u32)> {
-        let mut children: Vec<(String, Vec<String>, u32)> = self
-            .children
-            .iter()
-            .filter(|(_, c)| c.link.up && now.saturating_sub(c.link.last_heard) <= SUMMARY_STALE_MS)
-            .filter_map(|(name, c)| {
-                let s = c.summary.as_ref()?;
-                let free = s.seats.saturating_sub(s.busy);
-                (free > 0).then(|| (name.clone(), s.ready.clone(), free))
-            })
-            .collect();
-        children.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-        children
-    }
-
     /// Every node of the subtree able to take placed work now, reached through which
     /// direct child, with its ready needs and free seats — the home's placement
     /// candidates, deeper nodes included (multi-hop placement). Order: most free seats
