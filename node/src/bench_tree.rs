@@ -146,8 +146,23 @@ fn blue_nodes(node: &Value) -> usize {
         .map_or(0, |children| children.iter().map(blue_nodes).sum())
 }
 
-fn strings(args: &[&str]) -> Vec<String> {
-    args.iter().map(|s| (*s).to_owned()).collect()
+/// `palm up` arguments of one node: its profile, name, seats and data directory, then
+/// `extra` (parent, token, listen address).
+fn up_args(profile: &str, name: &str, seats: usize, data: &Path, extra: &[&str]) -> Vec<String> {
+    let seats = seats.to_string();
+    let data = data.display().to_string();
+    let mut args = vec![
+        "--profile",
+        profile,
+        "--name",
+        name,
+        "--seats",
+        &seats,
+        "--data",
+        &data,
+    ];
+    args.extend_from_slice(extra);
+    args.into_iter().map(str::to_owned).collect()
 }
 
 fn dir(scratch: &Path, name: &str) -> Result<PathBuf, CliError> {
@@ -168,14 +183,7 @@ async fn start_tree(
         format!("127.0.0.1:{}", free_port()?),
         format!("127.0.0.1:{}", free_port()?),
     );
-    let data = |d: &Path| d.display().to_string();
-    let mut root_args = strings(&["--profile", "root", "--name", "root", "--seats", "1"]);
-    root_args.extend([
-        "--listen".into(),
-        root_addr.clone(),
-        "--data".into(),
-        data(&root),
-    ]);
+    let root_args = up_args("root", "root", 1, &root, &["--listen", &root_addr]);
     procs.start(scratch, "root", &root_args)?;
     until(
         "the root",
@@ -185,17 +193,21 @@ async fn start_tree(
         async || call(&root, &Request::Vitality).await.is_ok(),
     )
     .await?;
-    let mut realm_args = strings(&["--profile", "realm", "--name", "realm-1", "--seats", "1"]);
-    realm_args.extend([
-        "--parent".into(),
-        root_addr.clone(),
-        "--token".into(),
-        token(&root, "realm-1", "realm")?,
-        "--listen".into(),
-        realm_addr.clone(),
-        "--data".into(),
-        data(&realm),
-    ]);
+    let realm_token = token(&root, "realm-1", "realm")?;
+    let realm_args = up_args(
+        "realm",
+        "realm-1",
+        1,
+        &realm,
+        &[
+            "--parent",
+            &root_addr,
+            "--token",
+            &realm_token,
+            "--listen",
+            &realm_addr,
+        ],
+    );
     procs.start(scratch, "realm", &realm_args)?;
     until(
         "the realm",
@@ -213,17 +225,14 @@ async fn start_tree(
         let name = format!("edge-{i}");
         let edge = dir(scratch, &name)?;
         std::fs::write(edge.join("palm.yaml"), "capabilities: [blue]\n")?;
-        let mut edge_args = strings(&["--profile", "edge", "--name", &name]);
-        edge_args.extend([
-            "--seats".into(),
-            args.seats.to_string(),
-            "--parent".into(),
-            realm_addr.clone(),
-            "--token".into(),
-            token(&root, &name, "edge")?,
-            "--data".into(),
-            data(&edge),
-        ]);
+        let edge_token = token(&root, &name, "edge")?;
+        let edge_args = up_args(
+            "edge",
+            &name,
+            args.seats,
+            &edge,
+            &["--parent", &realm_addr, "--token", &edge_token],
+        );
         procs.start(scratch, &name, &edge_args)?;
     }
     let edges = args.edges;
@@ -249,13 +258,7 @@ async fn start_all_in_one(
 ) -> Result<PathBuf, CliError> {
     let aio = dir(scratch, "all-in-one")?;
     std::fs::write(aio.join("palm.yaml"), "capabilities: [blue]\n")?;
-    let mut aio_args = strings(&["--profile", "all-in-one", "--name", "aio"]);
-    aio_args.extend([
-        "--seats".into(),
-        (args.seats * args.edges).to_string(),
-        "--data".into(),
-        aio.display().to_string(),
-    ]);
+    let aio_args = up_args("all-in-one", "aio", args.seats * args.edges, &aio, &[]);
     procs.start(scratch, "all-in-one", &aio_args)?;
     until(
         "the all-in-one node",

@@ -422,6 +422,14 @@ pub async fn on_request(
     let Some(genome) = tree.hop.genome.upgrade() else {
         return;
     };
+    // A renewal or outcome of an effect whose job is homed above: pass it on unchanged.
+    if let TopoMsg::Renew { key, .. } | TopoMsg::Complete { key, .. } = &body
+        && homed_above(&tree, key)
+    {
+        let answer = relay_report_up(&tree, body).await;
+        let _ = responder.respond(TreeMsg::Topo(answer)).await;
+        return;
+    }
     let answer = match body {
         TopoMsg::Forward { request, hops } => {
             let response = match serde_json::from_value::<Request>(request.0) {
@@ -436,17 +444,6 @@ pub async fn on_request(
             }
         }
         TopoMsg::Place { effect, home } => accept_placement(&genome, &tree, effect, &home).await,
-        TopoMsg::Renew { key, token } if homed_above(&tree, &key) => {
-            let relayed = TopoMsg::Renew { key, token };
-            match relay_up(&tree, relayed, Duration::from_secs(10)).await {
-                Some(answer @ TopoMsg::Renewed { .. }) => answer,
-                // No verdict from home: the runner keeps going until its lease says no.
-                _ => TopoMsg::Renewed {
-                    until: None,
-                    error: None,
-                },
-            }
-        }
         TopoMsg::Renew { key, token } => {
             let (until, error) = match kernel_renew(&genome, &key, token).await {
                 Ok(until) => (Some(until), None),
@@ -459,45 +456,13 @@ pub async fn on_request(
             token,
             outcome,
             node,
-        } if homed_above(&tree, &key) => {
-            let relayed = TopoMsg::Complete {
-                key: key.clone(),
-                token,
-                outcome,
-                node: node.clone(),
-            };
-            match relay_up(&tree, relayed, Duration::from_secs(60)).await {
-                Some(answer @ TopoMsg::Completed { .. }) => {
-                    if matches!(answer, TopoMsg::Completed { error: None }) {
-                        tree.hop
-                            .relayed
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&key);
-                    }
-                    // The seat below is free whatever home said: the effect ended.
-                    tree.hop.topology().completed_on(&node);
-                    answer
-                }
-                // The reporter retries an unreachable home (see `UNREACHABLE`).
-                _ => TopoMsg::Completed {
-                    error: Some(format!("{UNREACHABLE}the way home is cut above this node")),
-                },
-            }
-        }
-        TopoMsg::Complete {
-            key,
-            token,
-            outcome,
-            node,
         } => {
             let error = kernel_complete(&genome, &key, token, outcome, &node)
                 .await
                 .err();
-            if error.is_none() {
-                tree.hop.topology().completed_on(&node);
-                tree.hop.wake.notify_one();
-            }
+            // The seat below is free whatever the kernel said: the effect ended there.
+            tree.hop.topology().completed_on(&node);
+            tree.hop.wake.notify_one();
             TopoMsg::Completed { error }
         }
         other => {
@@ -602,13 +567,43 @@ fn homed_above(tree: &Tree, key: &str) -> bool {
     )
 }
 
-/// Sends `body` to the parent and returns its answer (`None` when the parent link is
-/// down or did not answer in time).
-async fn relay_up(tree: &Tree, body: TopoMsg, within: Duration) -> Option<TopoMsg> {
-    let link = tree.parent_link()?;
-    match link.request_within(TreeMsg::Topo(body), within).await {
-        Ok(TreeMsg::Topo(answer)) => Some(answer),
+/// Passes a `Renew` or `Complete` from a child up to the parent and returns the answer
+/// for the child. Without one from above, a renewal gets no verdict (the runner goes on
+/// until its lease says no) and an outcome gets "unreachable" (the reporter retries).
+async fn relay_report_up(tree: &Tree, body: TopoMsg) -> TopoMsg {
+    let completion = match &body {
+        TopoMsg::Complete { key, node, .. } => Some((key.clone(), node.clone())),
         _ => None,
+    };
+    let within = Duration::from_secs(if completion.is_some() { 60 } else { 10 });
+    let answer = match tree.parent_link() {
+        Some(link) => match link.request_within(TreeMsg::Topo(body), within).await {
+            Ok(TreeMsg::Topo(answer)) => Some(answer),
+            _ => None,
+        },
+        None => None,
+    };
+    match (completion, answer) {
+        (None, Some(answer @ TopoMsg::Renewed { .. })) => answer,
+        (None, _) => TopoMsg::Renewed {
+            until: None,
+            error: None,
+        },
+        (Some((key, node)), Some(answer @ TopoMsg::Completed { .. })) => {
+            if matches!(answer, TopoMsg::Completed { error: None }) {
+                tree.hop
+                    .relayed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
+            }
+            // The seat below is free whatever home said: the effect ended.
+            tree.hop.topology().completed_on(&node);
+            answer
+        }
+        (Some(_), _) => TopoMsg::Completed {
+            error: Some(format!("{UNREACHABLE}the way home is cut above this node")),
+        },
     }
 }
 

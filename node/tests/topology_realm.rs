@@ -71,6 +71,19 @@ fn completions(data: &Path, job: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Runs the `blue` flow from node `at`: it must succeed, homed at `home`, its effect run
+/// on edge-2 (the only node offering `blue`). Returns the job id.
+fn run_on_blue(at: &Path, flow: &str, home: &str) -> String {
+    let ran = palm(at, &["run", flow, "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let view = ran.json();
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["home"], home);
+    assert_eq!(view["effects"][0]["node"], "edge-2");
+    assert_eq!(view["state"]["out"]["stdout"], "on edge-2\n");
+    view["job"].as_str().expect("job").to_owned()
+}
+
 #[test]
 fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     let dirs = [data_dir(), data_dir(), data_dir(), data_dir()];
@@ -154,14 +167,7 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     )
     .expect("flow");
     let flow = flow.display().to_string();
-    let ran = palm(edge1, &["run", &flow, "--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let view = ran.json();
-    assert_eq!(view["status"], "succeeded", "{view}");
-    assert_eq!(view["home"], "realm-1");
-    assert_eq!(view["effects"][0]["node"], "edge-2");
-    assert_eq!(view["state"]["out"]["stdout"], "on edge-2\n");
-    let job = view["job"].as_str().expect("job").to_owned();
+    let job = run_on_blue(edge1, &flow, "realm-1");
     assert!(
         eventually(Duration::from_secs(5), || {
             palm(root, &["status", &job, "--json"]).json()["status"] == "succeeded"
@@ -171,14 +177,7 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
 
     // Two hops down: submitted at the root, homed there, placed through the realm onto
     // edge-2 (the only node offering `blue`); the completion climbs two hops home.
-    let ran = palm(root, &["run", &flow, "--json"]);
-    assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let deep = ran.json();
-    assert_eq!(deep["status"], "succeeded", "{deep}");
-    assert_eq!(deep["home"], "root");
-    assert_eq!(deep["effects"][0]["node"], "edge-2");
-    assert_eq!(deep["state"]["out"]["stdout"], "on edge-2\n");
-    let deep_job = deep["job"].as_str().expect("job").to_owned();
+    let deep_job = run_on_blue(root, &flow, "root");
     assert_eq!(completions(root, &deep_job).len(), 1);
     assert_eq!(
         palm(edge1, &["status", &deep_job, "--json"]).json()["status"],

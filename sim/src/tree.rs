@@ -1396,9 +1396,54 @@ impl TreeWorld {
         }
     }
 
+    /// Multi-hop: passes a renewal or outcome of a job homed above `to` up unchanged,
+    /// and the answer to one it passed up back down to the child it came from. True
+    /// when `msg` was relayed.
+    fn relay(&mut self, from: usize, to: usize, msg: &Msg) -> bool {
+        let node = &mut self.nodes[to];
+        let down = match msg {
+            Msg::Renewed { key, token, .. } => node.relayed_renews.remove(&(key.clone(), *token)),
+            Msg::Completed { run } => node.relayed_completes.remove(run),
+            _ => None,
+        };
+        if let Some(child) = down {
+            self.send(to, child, msg.clone());
+            return true;
+        }
+        let up = match msg {
+            Msg::Renew { key, .. } | Msg::Complete { key, .. } => self.homed_above(to, key),
+            _ => false,
+        };
+        if !up {
+            return false;
+        }
+        let node = &mut self.nodes[to];
+        match msg {
+            Msg::Renew { key, token } => {
+                node.relayed_renews.insert((key.clone(), *token), from);
+                self.coverage.hit("renew_relayed");
+            }
+            Msg::Complete {
+                run, node: ran_on, ..
+            } => {
+                node.relayed_completes.insert(*run, from);
+                node.topology.completed_on(ran_on);
+                self.coverage.hit("completion_relayed");
+            }
+            _ => {}
+        }
+        if let Some(parent) = self.nodes[to].parent {
+            self.send(to, parent, msg.clone());
+        }
+        true
+    }
+
     fn deliver(&mut self, from: usize, to: usize, msg: Msg) {
         if !self.up(to) {
             self.coverage.hit("message_to_crashed_node");
+            return;
+        }
+        if self.relay(from, to, &msg) {
             return;
         }
         let now = self.now;
@@ -1487,24 +1532,6 @@ impl TreeWorld {
                 }
                 self.start_run(to, None, effect);
             }
-            Msg::Renew { key, token } if self.homed_above(to, &key) => {
-                self.coverage.hit("renew_relayed");
-                self.nodes[to]
-                    .relayed_renews
-                    .insert((key.clone(), token), from);
-                if let Some(parent) = self.nodes[to].parent {
-                    self.send(to, parent, Msg::Renew { key, token });
-                }
-            }
-            Msg::Renewed { key, token, until }
-                if self.nodes[to]
-                    .relayed_renews
-                    .contains_key(&(key.clone(), token)) =>
-            {
-                if let Some(child) = self.nodes[to].relayed_renews.remove(&(key.clone(), token)) {
-                    self.send(to, child, Msg::Renewed { key, token, until });
-                }
-            }
             Msg::Renew { key, token } => {
                 let path = self.nodes[to].path.as_mut().expect("up");
                 let until = path.renew(now, &key, token).ok();
@@ -1540,30 +1567,6 @@ impl TreeWorld {
                 outcome,
                 run,
                 node,
-            } if self.homed_above(to, &key) => {
-                self.coverage.hit("completion_relayed");
-                self.nodes[to].relayed_completes.insert(run, from);
-                self.nodes[to].topology.completed_on(&node);
-                if let Some(parent) = self.nodes[to].parent {
-                    self.send(
-                        to,
-                        parent,
-                        Msg::Complete {
-                            key,
-                            token,
-                            outcome,
-                            run,
-                            node,
-                        },
-                    );
-                }
-            }
-            Msg::Complete {
-                key,
-                token,
-                outcome,
-                run,
-                node,
             } => {
                 self.nodes[to].topology.completed_on(&node);
                 let path = self.nodes[to].path.as_mut().expect("up");
@@ -1576,10 +1579,6 @@ impl TreeWorld {
                 self.commit(to);
             }
             Msg::Completed { run } => {
-                if let Some(child) = self.nodes[to].relayed_completes.remove(&run) {
-                    self.send(to, child, Msg::Completed { run });
-                    return;
-                }
                 self.nodes[to].runs.remove(&run);
             }
             Msg::Cancel { key } => {
