@@ -22,10 +22,18 @@
 //! Nothing here touches a socket or a clock: links come and go through `handle_*`
 //! calls with an explicit `now`; the node shell (and the simulator) carry messages.
 
+pub mod hop;
 pub mod msg;
 
-pub use msg::{ParentInfo, Summary, TopoMsg};
+#[cfg(feature = "mutations")]
+pub use hop::HopMutation;
+pub use hop::{
+    CHILD_HOLDER_PREFIX, Direction, HopConfig, HopCore, HopEvent, HopOutput, LocalFacts,
+    RouteRequest, Routed, child_holder, job_of_key,
+};
+pub use msg::{CompleteVerdict, ParentInfo, RenewVerdict, Reply, Summary, TopoMsg, Toward};
 
+use palm_actors::json::Json;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -188,6 +196,26 @@ impl Topology {
     /// This node's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The parent's name (its address until a link said otherwise), if any.
+    pub fn parent_name(&self) -> Option<&str> {
+        self.parent.as_ref().map(|p| p.name.as_str())
+    }
+
+    /// True while the link to the parent is up.
+    pub fn parent_is_up(&self) -> bool {
+        self.parent.as_ref().is_some_and(|p| p.link.up)
+    }
+
+    /// True while the link to the child `name` is up.
+    pub fn child_is_up(&self, name: &str) -> bool {
+        self.children.get(name).is_some_and(|c| c.link.up)
+    }
+
+    /// True when `name` has ever linked here as a child.
+    pub fn has_child(&self, name: &str) -> bool {
+        self.children.contains_key(name)
     }
 
     /// The link to the parent came up (`peer` is the parent's name) or went down.
@@ -528,23 +556,21 @@ impl Topology {
     }
 }
 
-/// The last answers a node relayed about jobs homed elsewhere: what it serves, marked
-/// invalid, while the way home is cut.
+/// The last answers from home a node relayed about jobs homed elsewhere: what it serves,
+/// marked invalid, while the way home is cut. Bounded: the oldest are forgotten.
 #[derive(Clone, Debug, Default)]
 pub struct Projections {
-    views: std::collections::HashMap<String, Value>,
+    views: std::collections::HashMap<String, Json>,
     order: std::collections::VecDeque<String>,
-    /// Deliberately broken: serve cached answers as valid (the simulator must catch it).
-    pub claim_valid: bool,
 }
 
 /// Views a node keeps for projections.
 pub const PROJECTIONS_MAX: usize = 1_024;
 
 impl Projections {
-    /// Keeps the view of `job` an answer from its home carried.
-    pub fn remember(&mut self, job: &str, view: &Value) {
-        if self.views.insert(job.to_owned(), view.clone()).is_none() {
+    /// Keeps the answer the home gave about `job` (the latest replaces the one before).
+    pub fn remember(&mut self, job: &str, answer: &Json) {
+        if self.views.insert(job.to_owned(), answer.clone()).is_none() {
             self.order.push_back(job.to_owned());
             if self.order.len() > PROJECTIONS_MAX
                 && let Some(oldest) = self.order.pop_front()
@@ -554,29 +580,9 @@ impl Projections {
         }
     }
 
-    /// The view of `job` to serve while its home is unreachable, marked so, with the
-    /// reason; `None` when there is nothing to serve.
-    pub fn serve(&self, job: &str, topology: &Topology, reason: &str) -> Option<Value> {
-        let mut view = self.views.get(job)?.clone();
-        let object = view.as_object_mut()?;
-        if self.claim_valid {
-            object.insert("projection".into(), json!("valid"));
-            return Some(view);
-        }
-        object.insert("projection".into(), json!("invalid"));
-        object.insert(
-            "home_unreachable_since".into(),
-            json!(topology.projection().home_unreachable_since),
-        );
-        object.insert("unreachable".into(), json!(reason));
-        Some(view)
-    }
-
-    /// Marks an answer that came from the home itself.
-    pub fn fresh(view: &mut Value) {
-        if let Some(object) = view.as_object_mut() {
-            object.insert("projection".into(), json!("valid"));
-        }
+    /// The last answer from home about `job`, if one was kept.
+    pub fn view(&self, job: &str) -> Option<&Json> {
+        self.views.get(job)
     }
 }
 

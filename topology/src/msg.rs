@@ -1,10 +1,14 @@
 //! The protocol a parent–child link carries (inside the transport's frames, postcard
 //! encoded): summaries up, parent identity down, control requests forwarded towards a
-//! job's home, and placed effects with their leases and completions.
+//! job's home and answered back, and placed effects with their leases and outcomes.
+//!
+//! Every exchange that expects an answer carries an `id` chosen by the node that asks;
+//! the answer names the same `id`. Messages are one-way frames, so the correlation, the
+//! deadlines and the retries all live in one place: [`crate::HopCore`].
 //!
 //! Control requests and answers travel as JSON text ([`Json`]): this crate does not know
-//! the node's control protocol, only that a request goes towards a home and an answer
-//! comes back.
+//! the node's control protocol. A forwarded request carries the little the hops need to
+//! route it ([`Toward`]) and to keep a projection of the answer (`view_of`).
 
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
@@ -62,27 +66,97 @@ pub struct ParentInfo {
     pub epoch: u64,
 }
 
+/// Where a forwarded request is going.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Toward {
+    /// The home of this job (the node whose store tag prefixes its id).
+    Job(String),
+    /// The nearest node that homes new jobs: this node unless it is an edge, else up.
+    NewHome,
+}
+
+/// The answer a forwarded request gets, whichever node gave it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// The home applied the request: its response, verbatim.
+    Home(Json),
+    /// The way home is cut at node `at`. `view` is the last answer from the home that
+    /// node relayed about the job, if it kept one: a projection, to be served marked
+    /// invalid, never as the home's word.
+    Unreachable {
+        /// The node where the way was cut.
+        at: String,
+        /// Why.
+        reason: String,
+        /// Since when that node has not reached the job's home (ms), if it knows.
+        since: Option<u64>,
+        /// The last answer from the home `at` relayed about the job.
+        view: Option<Json>,
+    },
+    /// The request travelled [`crate::HOPS_MAX`] hops without reaching its home.
+    TooFar {
+        /// Hops travelled.
+        hops: u32,
+    },
+}
+
+/// A home's verdict on a renewal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RenewVerdict {
+    /// Renewed until this time (ms, the home's clock).
+    Until(u64),
+    /// Refused: the claim is no longer the holder's (stop the effect).
+    Refused(String),
+    /// No verdict: the way home is cut (keep going while the lease lasts).
+    Unknown(String),
+}
+
+/// A home's verdict on an outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CompleteVerdict {
+    /// Recorded, durably.
+    Recorded,
+    /// Refused (a stale token, a completion already recorded): do not report it again.
+    Refused(String),
+    /// Not delivered: the way home is cut (report it again later).
+    Unreachable(String),
+}
+
 /// One message of the topology protocol.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum TopoMsg {
-    /// Child → parent (message): the child's summary.
+    /// Child → parent: the child's summary.
     Summary(Summary),
-    /// Parent → child (message): who the parent is.
+    /// Parent → child: who the parent is.
     Parent(ParentInfo),
-    /// A control request on its way to a job's home (request; answered by `Answer`).
+    /// A control request on its way to a home; answered by `Answer` with the same id.
     Forward {
+        /// Chosen by the sender.
+        id: u64,
+        /// Where it goes.
+        toward: Toward,
+        /// The job whose view the answer carries (a status): the hops keep it as a
+        /// projection.
+        view_of: Option<String>,
         /// The control request, as JSON.
         request: Json,
-        /// Hops so far (bounded, so a routing bug cannot loop).
+        /// Links travelled so far (bounded by [`crate::HOPS_MAX`]).
         hops: u32,
+        /// How long the sender waits for the answer (ms).
+        within_ms: u64,
     },
     /// The answer to `Forward`.
     Answer {
-        /// The control response, as JSON.
-        response: Json,
+        /// The `Forward`'s id.
+        id: u64,
+        /// What came back.
+        reply: Reply,
     },
-    /// Parent → child (request): run this effect, claimed at home under a lease.
+    /// Parent → child: run this effect (claimed at home under a lease), or pass it on to
+    /// a child of yours that can.
     Place {
+        /// Chosen by the sender.
+        id: u64,
         /// The claim: key, token, lease, request.
         effect: ClaimedEffect,
         /// The home that placed it.
@@ -90,27 +164,33 @@ pub enum TopoMsg {
     },
     /// The answer to `Place`.
     Placed {
-        /// False when the child cannot take it (busy, a need not ready here).
+        /// The `Place`'s id.
+        id: u64,
+        /// False when the child cannot take it (busy, a need not ready in its subtree).
         accepted: bool,
         /// Why not.
         reason: Option<String>,
     },
-    /// Child → parent (request): extend a placed effect's lease.
+    /// Child → parent: extend a placed effect's lease (routed up to its home).
     Renew {
+        /// Chosen by the sender.
+        id: u64,
         /// Effect key.
         key: String,
         /// Fencing token.
         token: u64,
     },
-    /// The answer to `Renew`: the new expiry, or why not.
+    /// The answer to `Renew` (durable at home when it says `Until`).
     Renewed {
-        /// New lease expiry.
-        until: Option<u64>,
-        /// Why it was refused.
-        error: Option<String>,
+        /// The `Renew`'s id.
+        id: u64,
+        /// The verdict.
+        verdict: RenewVerdict,
     },
-    /// Child → parent (request): a placed effect's outcome.
+    /// Child → parent: a placed effect's outcome (routed up to its home).
     Complete {
+        /// Chosen by the sender.
+        id: u64,
         /// Effect key.
         key: String,
         /// Fencing token.
@@ -120,14 +200,38 @@ pub enum TopoMsg {
         /// The node that ran it.
         node: String,
     },
-    /// The answer to `Complete` (durable at home when it arrives).
+    /// The answer to `Complete` (durable at home when it says `Recorded`).
     Completed {
-        /// Why the completion was refused (stale token, not in flight).
-        error: Option<String>,
+        /// The `Complete`'s id.
+        id: u64,
+        /// The verdict.
+        verdict: CompleteVerdict,
     },
-    /// Parent → child (message): stop a placed effect (halted, lease lost).
+    /// Parent → child: stop a placed effect (halted, lease lost). Names the claim, so a
+    /// late cancel of an old claim never stops a newer one of the same key.
     Cancel {
         /// Effect key.
         key: String,
+        /// Fencing token of the claim to stop.
+        token: u64,
     },
+}
+
+impl TopoMsg {
+    /// A short name for logs and traces.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TopoMsg::Summary(_) => "summary",
+            TopoMsg::Parent(_) => "parent",
+            TopoMsg::Forward { .. } => "forward",
+            TopoMsg::Answer { .. } => "answer",
+            TopoMsg::Place { .. } => "place",
+            TopoMsg::Placed { .. } => "placed",
+            TopoMsg::Renew { .. } => "renew",
+            TopoMsg::Renewed { .. } => "renewed",
+            TopoMsg::Complete { .. } => "complete",
+            TopoMsg::Completed { .. } => "completed",
+            TopoMsg::Cancel { .. } => "cancel",
+        }
+    }
 }

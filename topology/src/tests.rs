@@ -138,14 +138,34 @@ fn messages_survive_postcard() {
             vec![summary("f", "u", &[], 1, 0, vec![])],
         )),
         TopoMsg::Forward {
+            id: 3,
+            toward: Toward::Job("t-1".into()),
+            view_of: Some("t-1".into()),
             request: palm_actors::json::Json(serde_json::json!({"op": "status", "job": "t-1"})),
             hops: 2,
+            within_ms: 1_000,
+        },
+        TopoMsg::Answer {
+            id: 3,
+            reply: Reply::Unreachable {
+                at: "realm".into(),
+                reason: "down".into(),
+                since: Some(4),
+                view: Some(palm_actors::json::Json(serde_json::json!({"ok": true}))),
+            },
         },
         TopoMsg::Renewed {
-            until: Some(9),
-            error: None,
+            id: 9,
+            verdict: RenewVerdict::Until(9),
         },
-        TopoMsg::Cancel { key: "k".into() },
+        TopoMsg::Completed {
+            id: 10,
+            verdict: CompleteVerdict::Unreachable("cut".into()),
+        },
+        TopoMsg::Cancel {
+            key: "k".into(),
+            token: 4,
+        },
     ];
     for message in messages {
         let bytes = postcard::to_allocvec(&message).expect("encode");
@@ -184,19 +204,17 @@ fn a_tag_claimed_twice_is_never_guessed() {
 }
 
 #[test]
-fn projections_are_served_marked_invalid() {
-    let mut edge = Topology::new("edge1", Role::Edge, "e111", Some("realm"));
-    edge.parent_link(5, "realm", true);
+fn projections_keep_the_latest_answer_and_forget_the_oldest() {
     let mut projections = Projections::default();
-    projections.remember(
-        "rrrr-1",
-        &serde_json::json!({"job": "rrrr-1", "status": "waiting", "state": {}}),
-    );
-    edge.parent_link(9, "realm", false);
-    let served = projections.serve("rrrr-1", &edge, "down").expect("cached");
-    assert_eq!(served["projection"], "invalid");
-    assert_eq!(served["home_unreachable_since"], 9);
-    assert!(projections.serve("rrrr-2", &edge, "down").is_none());
+    let answer = |n: u64| palm_actors::json::Json(serde_json::json!({"n": n}));
+    projections.remember("rrrr-1", &answer(1));
+    projections.remember("rrrr-1", &answer(2));
+    assert_eq!(projections.view("rrrr-1"), Some(&answer(2)));
+    for i in 0..PROJECTIONS_MAX as u64 {
+        projections.remember(&format!("ssss-{i}"), &answer(i));
+    }
+    assert!(projections.view("rrrr-1").is_none(), "the oldest is forgotten");
+    assert!(projections.view("ssss-5").is_some());
 }
 
 #[test]
