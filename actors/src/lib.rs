@@ -9,6 +9,7 @@
 //! virtual time.
 pub mod bt;
 pub mod definition;
+pub mod host;
 pub mod interest;
 pub mod job;
 pub mod json;

@@ -223,6 +223,7 @@ fn race_halts_the_slow_branch_and_cancels_its_effect() {
     assert!(
         host.notices.contains(&Notice::CancelEffect {
             key: slow.key.clone(),
+            token: slow.token,
             holder: "local/seat-0".to_owned()
         }),
         "the slow process must be killed: {:?}",

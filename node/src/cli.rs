@@ -75,7 +75,7 @@ pub enum Command {
         command: Option<PlacesCommand>,
     },
     /// Run the deterministic simulator: the real cores under seeded faults.
-    Sim(SimArgs),
+    Sim(palm_sim::cli::SimArgs),
     /// What starts what: the `on:` triggers of stored flows, last fired, next scheduled.
     Interests {
         /// What to do [default: list].
@@ -346,42 +346,6 @@ pub enum InterestsCommand {
     List,
 }
 
-/// `palm sim`.
-#[derive(Debug, Args)]
-pub struct SimArgs {
-    /// One seed to run (and replay).
-    #[arg(long, conflicts_with = "seeds")]
-    pub seed: Option<u64>,
-    /// A range of seeds, A..B (B excluded).
-    #[arg(long, value_name = "A..B")]
-    pub seeds: Option<String>,
-    /// Nodes in the world.
-    #[arg(long, default_value_t = 1)]
-    pub nodes: usize,
-    /// flat (one home and worker nodes) or tree (a root, realms and edges) [default:
-    /// tree from 3 nodes up].
-    #[arg(long)]
-    pub shape: Option<String>,
-    /// Client actions (submits, continues, cancels) per run.
-    #[arg(long, default_value_t = 200)]
-    pub steps: u64,
-    /// How hostile the world is: none, light or heavy.
-    #[arg(long, default_value = "light")]
-    pub faults: String,
-    /// Print one line per event (with virtual time).
-    #[arg(long)]
-    pub trace: bool,
-    /// Run every seed twice and compare the traces.
-    #[arg(long)]
-    pub check_determinism: bool,
-    /// Virtual time of the faulty phase (e.g. 60s, 10m).
-    #[arg(long, default_value = "60s")]
-    pub duration: String,
-    /// Switch on a deliberate bug (skip-fencing, ack-before-durable,
-    /// projection-always-valid, shared-tag, relay-twice) to see it caught.
-    #[arg(long, value_name = "BUG", hide = true)]
-    pub mutate: Option<String>,
-}
 
 /// `palm token ...`.
 #[derive(Debug, Subcommand)]

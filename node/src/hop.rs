@@ -1,513 +1,542 @@
-//! The topology protocol on the node's links (the `palm_topology` core, hosted): truth
-//! climbs home, work spreads out.
+//! The node's host of [`HopCore`], the tree protocol (hop home, placement, projections),
+//! written once in `palm_topology` and hosted here and in the simulator.
 //!
-//! - **Hop home.** [`route`] runs before a control request reaches the kernel: a request
-//!   about a job homed elsewhere (and a submit at an edge) is forwarded over a link —
-//!   down to the child whose subtree holds the job's tag, else up — and the answer comes
-//!   back the same way. Only the home's kernel ever commits a job's events.
-//! - **Projections.** A node keeps the last answer it relayed about each job. While the
-//!   way home is cut, `status` answers from it, marked `"projection": "invalid"` with
-//!   `home_unreachable_since`, instead of pretending.
-//! - **Placement.** A home with children claims, for each node of its subtree with free
-//!   seats, effects it cannot run itself whose needs that node offers (claims answered
-//!   only once durable), and sends them down (`Place`) to the direct child on the way.
-//!   A child runs a placed effect with the same runner as its own seats, or — when its
-//!   seats are full or the needs are not ready on it — relays it to a child of its own
-//!   that offers them. Renewals and the outcome go up hop by hop (routed by the job's
-//!   tag) and are answered once durable at home; a halted effect's cancel comes down
-//!   the same way. A child that goes silent loses its leases, and the effects are
-//!   placed again.
-//! - **Summaries.** Every second a child tells its parent what it offers (ready needs,
-//!   seats, busy, its own subtree); the parent tells each child who it is.
+//! One task owns the core: every input — a frame from a link, a link up or down, a
+//! control request to route, an answer from the kernel, a placed effect's end, a timer —
+//! arrives on one channel and is fed to the core in order; then the task does what the
+//! core asks ([`HopOutput`]) until it asks nothing more. No lock guards the protocol's
+//! state, and no decision is made here: this file only moves bytes and calls the
+//! kernel and the runner.
+//!
+//! - **Sends** go to a per-link writer task (in order; a full queue drops, which the
+//!   protocol treats as a lost message).
+//! - **Kernel duties** (apply a forwarded request, claim for a child, renew, complete,
+//!   release) run on their own tasks and come back as inputs once the kernel answered —
+//!   which is once the change is durable.
+//! - **Placed runs** execute with the same runner as the seats; their lease is renewed by
+//!   the core (the runner's host renews nothing) and their end goes back to the core,
+//!   which reports it home until it is recorded or refused.
+//! - **Projections**: an answer from the home is marked `"projection": "valid"`; one
+//!   served from this node's memory while the way home is cut is marked `"invalid"`, with
+//!   `home_unreachable_since` and why.
 
 use crate::control::protocol::{ErrorBody, Request, Response};
 use crate::genome::kernel::KernelMsg;
 use crate::genome::runner::{self, EffectHost};
 use crate::genome::{Genome, now_ms};
-use crate::link::{Tree, TreeMsg};
+use crate::link::TreeMsg;
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
-use palm_topology::{Placement, Projections, Role, Route, Summary, TopoMsg, Topology};
-use palm_transport::{Direction, Link, Responder};
+use palm_topology::{
+    Direction, HopConfig, HopCore, HopOutput, LocalFacts, Reply, Role, RouteRequest, Routed,
+    TopoMsg, Toward,
+};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
-/// Holder name of an effect placed on a child: `child:NAME`.
-pub const CHILD_HOLDER_PREFIX: &str = "child:";
-/// How often a child reports its summary.
-const SUMMARY_EVERY_MS: u64 = 1_000;
-/// How often a home looks for work to place on its children.
-const PLACE_EVERY_MS: u64 = 200;
-/// Bound on a forwarded request other than a wait.
-const FORWARD_TIMEOUT_MS: u64 = 120_000;
-/// How long a home waits for a child to take (or refuse) a placement.
-const PLACE_ANSWER_S: u64 = 10;
-/// How long a node relaying a placement waits for its own child: less than its parent
-/// waits for it, so the refusal gets there in time.
-const RELAY_ANSWER_S: u64 = 5;
-/// A relayed placement is forgotten this long after it was relayed (its cancel can no
-/// longer be passed down; the lease at home has long decided its fate by then).
-const RELAY_FORGET_MS: u64 = 6 * 3_600_000;
-/// A child retries reporting an outcome this long after its lease ran out, then lets
-/// the home place the effect again.
-const REPORT_AFTER_LEASE_MS: u64 = 60_000;
+pub use palm_topology::CHILD_HOLDER_PREFIX;
 
-/// A placement this node passed down to a child.
-struct Relayed {
-    child: String,
-    token: u64,
-    at: u64,
-    /// The home cancelled it: a late copy is refused, not passed down again.
-    cancelled: bool,
+/// Inputs waiting for the hop task; a link's reader waits when it is full.
+const INBOX: usize = 8_192;
+/// Frames waiting for one link's writer; beyond this they are dropped (lost).
+const OUTBOX: usize = 4_096;
+/// Bound on a kernel call made for the protocol (apply, claim, renew, complete).
+const KERNEL_CALL: Duration = Duration::from_secs(60);
+
+/// What the hop task is told.
+enum HopIn {
+    LinkUp {
+        peer: String,
+        direction: Direction,
+        connection: usize,
+        link: palm_transport::Link<TreeMsg>,
+    },
+    LinkDown {
+        peer: String,
+        direction: Direction,
+        connection: usize,
+    },
+    Frame {
+        peer: String,
+        msg: TopoMsg,
+    },
+    Route {
+        request: RouteRequest,
+        reply: oneshot::Sender<Routed>,
+    },
+    Applied {
+        serve: u64,
+        response: Json,
+    },
+    Claimed {
+        round: u64,
+        effects: Vec<ClaimedEffect>,
+    },
+    Renewed {
+        serve: u64,
+        result: Result<u64, String>,
+    },
+    Completed {
+        serve: u64,
+        result: Result<(), String>,
+    },
+    Finished {
+        key: String,
+        token: u64,
+        outcome: Option<Outcome>,
+    },
+    CancelPlaced {
+        child: String,
+        key: String,
+        token: u64,
+    },
+    Wake,
+    View(oneshot::Sender<Value>),
 }
 
-/// The topology state of a node's tree organ.
+/// The handle the rest of the node holds: cheap to clone, never blocks the caller
+/// for long.
+#[derive(Clone)]
 pub struct Hop {
-    genome: Weak<Genome>,
-    topology: Mutex<Topology>,
-    projections: Mutex<Projections>,
-    placed: Mutex<HashMap<String, watch::Sender<bool>>>,
-    /// Effects this node passed down to a child: where a cancel from above goes.
-    relayed: Mutex<HashMap<String, Relayed>>,
-    placed_busy: AtomicU32,
-    /// Wakes the placer before its next tick: work became ready, a placed seat freed.
-    wake: Arc<tokio::sync::Notify>,
-    epoch: u64,
+    inbox: mpsc::Sender<HopIn>,
+    projection: watch::Receiver<Value>,
 }
 
 impl Hop {
-    /// The topology of a node `name` with `role` (its store's `tag`) under `parent`.
-    pub fn new(genome: &Arc<Genome>, role: Role, parent: Option<&str>) -> Hop {
-        let tag = palm_actors::path::store_tag(&*genome.store).unwrap_or_default();
-        Hop {
+    /// Starts the hop task of node `genome` with `role` under `parent` (its address
+    /// until the link is up).
+    pub fn start(genome: &Arc<Genome>, role: Role, parent: Option<&str>) -> Hop {
+        let now = now_ms();
+        let config = HopConfig {
+            name: genome.info.name.clone(),
+            role,
+            tag: palm_actors::path::store_tag(&*genome.store).unwrap_or_default(),
+            parent: parent.map(str::to_owned),
+            epoch: now,
+            seed: now ^ (u64::from(std::process::id()) << 40),
+        };
+        let core = HopCore::new(config, now);
+        let (inbox, rx) = mpsc::channel(INBOX);
+        let (projection_tx, projection) = watch::channel(projection_json(&core));
+        let task = HopTask {
+            core,
             genome: Arc::downgrade(genome),
-            topology: Mutex::new(Topology::new(&genome.info.name, role, &tag, parent)),
-            projections: Mutex::new(Projections::default()),
-            placed: Mutex::new(HashMap::new()),
-            relayed: Mutex::new(HashMap::new()),
-            placed_busy: AtomicU32::new(0),
-            wake: Arc::new(tokio::sync::Notify::new()),
-            epoch: now_ms(),
+            inbox: inbox.clone(),
+            links: HashMap::new(),
+            waiting: HashMap::new(),
+            next_id: 1,
+            placed: HashMap::new(),
+            projection: projection_tx,
+        };
+        tokio::spawn(task.run(rx));
+        Hop { inbox, projection }
+    }
+
+    async fn tell(&self, input: HopIn) {
+        if self.inbox.send(input).await.is_err() {
+            debug!("the hop task is gone");
         }
     }
 
-    fn topology(&self) -> std::sync::MutexGuard<'_, Topology> {
-        self.topology.lock().unwrap_or_else(|p| p.into_inner())
+    fn tell_now(&self, input: HopIn) -> bool {
+        self.inbox.try_send(input).is_ok()
     }
 
-    fn remember(&self, job: &str, view: &Value) {
-        self.projections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remember(job, view);
-    }
-
-    /// The `tree` view of this node (`palm tree`).
-    pub fn view(&self) -> Value {
-        let Some(genome) = self.genome.upgrade() else {
-            return Value::Null;
-        };
-        let me = self.summary(&genome);
-        self.topology().view(now_ms(), &me)
-    }
-
-    /// The projection part of vitality.
-    pub fn projection_json(&self) -> Value {
-        let projection = self.topology().projection();
-        json!({
-            "of": projection.of,
-            "valid": projection.valid,
-            "home_unreachable_since": projection.home_unreachable_since,
+    /// A link came up (a newer connection of a peer replaces the older one).
+    pub async fn link_up(&self, direction: Direction, link: &palm_transport::Link<TreeMsg>) {
+        self.tell(HopIn::LinkUp {
+            peer: link.peer().name.clone(),
+            direction,
+            connection: link.connection_id(),
+            link: link.clone(),
         })
+        .await;
     }
 
-    fn summary(&self, genome: &Genome) -> Summary {
-        let snapshot = genome.places.snapshot();
-        let mut ready: Vec<String> = snapshot
-            .readiness
-            .needs()
-            .iter()
-            .filter(|(name, state)| state.ready && !name.contains('/'))
-            .map(|(name, _)| name.clone())
-            .collect();
-        ready.sort();
-        let seats = genome.settings.seats as u32;
-        let busy =
-            (genome.seats.busy() as u32 + self.placed_busy.load(Ordering::Relaxed)).min(seats);
-        self.topology().summary(now_ms(), ready, seats, busy)
+    /// The connection `connection` to `peer` went down.
+    pub async fn link_down(&self, peer: &str, direction: Direction, connection: usize) {
+        self.tell(HopIn::LinkDown {
+            peer: peer.to_owned(),
+            direction,
+            connection,
+        })
+        .await;
     }
-}
 
-fn tree_of(genome: &Genome) -> Option<&Arc<Tree>> {
-    genome.tree.get()
-}
+    /// A frame came from `peer` (its name as the link authenticated it).
+    pub async fn frame(&self, peer: &str, msg: TopoMsg) {
+        self.tell(HopIn::Frame {
+            peer: peer.to_owned(),
+            msg,
+        })
+        .await;
+    }
 
-/// A link came up: record it; a child learns who its parent is, a parent hears the
-/// child's summary at once.
-pub async fn link_up(tree: &Arc<Tree>, peer: &str, direction: Direction, link: &Link<TreeMsg>) {
-    let now = now_ms();
-    match direction {
-        Direction::Parent => {
-            tree.hop.topology().parent_link(now, peer, true);
-            if let Some(genome) = tree.hop.genome.upgrade() {
-                let summary = tree.hop.summary(&genome);
-                let _ = link.send(TreeMsg::Topo(TopoMsg::Summary(summary))).await;
-            }
-        }
-        Direction::Child => {
-            tree.hop.topology().child_link(now, peer, true);
-            let info = tree.hop.topology().parent_info_for_children(tree.hop.epoch);
-            let _ = link.send(TreeMsg::Topo(TopoMsg::Parent(info))).await;
+    /// Work became ready at home: look for placements now.
+    pub fn wake(&self) {
+        let _ = self.tell_now(HopIn::Wake);
+    }
+
+    /// The home stopped wanting an effect it placed on `child`: tell the child.
+    pub fn cancel_placed(&self, child: &str, key: &str, token: u64) {
+        let sent = self.tell_now(HopIn::CancelPlaced {
+            child: child.to_owned(),
+            key: key.to_owned(),
+            token,
+        });
+        if !sent {
+            // Its lease still ends it: the child stops when renewals are refused.
+            warn!(key, child, "the hop task is busy; the cancel waits for the lease");
         }
     }
-}
 
-/// A link went down.
-pub fn link_down(tree: &Arc<Tree>, peer: &str, direction: Direction) {
-    let now = now_ms();
-    match direction {
-        Direction::Parent => tree.hop.topology().parent_link(now, peer, false),
-        Direction::Child => tree.hop.topology().child_link(now, peer, false),
+    /// The tree as this node sees it (`palm tree`).
+    pub async fn view(&self) -> Value {
+        let (tx, rx) = oneshot::channel();
+        self.tell(HopIn::View(tx)).await;
+        rx.await.unwrap_or(Value::Null)
+    }
+
+    /// The projection part of vitality, as of the last input the task handled.
+    pub fn projection_json(&self) -> Value {
+        self.projection.borrow().clone()
+    }
+
+    async fn route(&self, request: RouteRequest) -> Routed {
+        let (tx, rx) = oneshot::channel();
+        self.tell(HopIn::Route { request, reply: tx }).await;
+        rx.await.unwrap_or(Routed::Now(Reply::Unreachable {
+            at: String::new(),
+            reason: "the node's tree organ stopped".into(),
+            since: None,
+            view: None,
+        }))
     }
 }
 
-/// Starts the summary and placement loops of a node's tree organ.
-pub fn start(tree: &Arc<Tree>) {
-    let weak = Arc::downgrade(tree);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(SUMMARY_EVERY_MS));
+fn projection_json(core: &HopCore) -> Value {
+    let projection = core.projection();
+    json!({
+        "of": projection.of,
+        "valid": projection.valid,
+        "home_unreachable_since": projection.home_unreachable_since,
+    })
+}
+
+/// A link as the hop task knows it: which connection, and its writer's queue.
+struct LinkOut {
+    connection: usize,
+    frames: mpsc::Sender<TopoMsg>,
+}
+
+/// The task that owns the core (see the module docs).
+struct HopTask {
+    core: HopCore,
+    genome: Weak<Genome>,
+    inbox: mpsc::Sender<HopIn>,
+    links: HashMap<String, LinkOut>,
+    /// Routed requests waiting for their answer, by the id given to the core.
+    waiting: HashMap<u64, oneshot::Sender<Routed>>,
+    next_id: u64,
+    /// Placed effects running here: their stop switches, by (key, token).
+    placed: HashMap<(String, u64), watch::Sender<bool>>,
+    projection: watch::Sender<Value>,
+}
+
+impl HopTask {
+    async fn run(mut self, mut rx: mpsc::Receiver<HopIn>) {
         loop {
-            tick.tick().await;
-            let Some(tree) = weak.upgrade() else { return };
-            let Some(genome) = tree.hop.genome.upgrade() else {
-                return;
-            };
-            if let Some(link) = tree.parent_link() {
-                let summary = tree.hop.summary(&genome);
-                let _ = link.send(TreeMsg::Topo(TopoMsg::Summary(summary))).await;
-            }
-        }
-    });
-    let weak = Arc::downgrade(tree);
-    let wake = Arc::clone(&tree.hop.wake);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(PLACE_EVERY_MS));
-        loop {
-            // The tick is the safety net; a wake (one stored permit) is the fast path.
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = wake.notified() => {}
-            }
-            let Some(tree) = weak.upgrade() else { return };
-            let Some(genome) = tree.hop.genome.upgrade() else {
-                return;
-            };
-            if tree.hop.topology().role().is_home() {
-                place_round(&genome, &tree).await;
-            }
-        }
-    });
-}
-
-/// One placement round: for each child with free seats, claim what it can run and send
-/// it down.
-async fn place_round(genome: &Arc<Genome>, tree: &Arc<Tree>) {
-    if !genome.accepting_work() {
-        return;
-    }
-    let Some(kernel) = genome.kernel() else {
-        return;
-    };
-    let targets = tree.hop.topology().placement_targets(now_ms());
-    for target in targets {
-        // Claimed for the direct child: it holds the lease (and loses it if it goes
-        // silent), whether it runs the effect or relays it to `target.node` below it.
-        let claimed = kernel
-            .call(
-                |reply| KernelMsg::ClaimFor {
-                    holder: format!("{CHILD_HOLDER_PREFIX}{}", target.via),
-                    ready: target.ready.clone(),
-                    max: target.free as usize,
-                    reply,
-                },
-                Some(Duration::from_secs(30)),
-            )
-            .await;
-        let Ok(ractor::rpc::CallResult::Success(effects)) = claimed else {
-            continue;
-        };
-        for effect in effects {
-            tree.hop
-                .topology()
-                .placed_on_target(&target.via, &target.node);
-            let (tree, kernel) = (Arc::clone(tree), kernel.clone());
-            let (child, node) = (target.via.clone(), target.node.clone());
-            let home = genome.info.name.clone();
-            tokio::spawn(async move {
-                let (key, token) = (effect.key.clone(), effect.token);
-                let accepted = match tree.child_link(&child) {
-                    Some(link) => match link
-                        .request_within(
-                            TreeMsg::Topo(TopoMsg::Place { effect, home }),
-                            Duration::from_secs(PLACE_ANSWER_S),
-                        )
-                        .await
-                    {
-                        Ok(TreeMsg::Topo(TopoMsg::Placed { accepted, reason })) => {
-                            if !accepted {
-                                debug!(key, child, node, reason, "child refused a placement");
-                            }
-                            accepted
-                        }
-                        _ => false,
-                    },
-                    None => false,
-                };
-                if accepted {
-                    info!(key, child, node, "effect placed");
-                } else {
-                    let _ = kernel.cast(KernelMsg::Release { key, token });
+            let due = self.core.next_timeout();
+            let sleep = async {
+                match due {
+                    Some(at) => {
+                        let wait = at.saturating_sub(now_ms());
+                        tokio::time::sleep(Duration::from_millis(wait)).await;
+                    }
+                    None => std::future::pending().await,
                 }
+            };
+            let input = tokio::select! {
+                input = rx.recv() => match input {
+                    Some(input) => Some(input),
+                    None => return,
+                },
+                () = sleep => None,
+            };
+            let Some(genome) = self.genome.upgrade() else {
+                return;
+            };
+            self.core.set_local(local_facts(&genome));
+            let now = now_ms();
+            match input {
+                Some(input) => self.handle(now, input),
+                None => self.core.handle_timeout(now),
+            }
+            self.drain(&genome);
+            self.projection.send_if_modified(|old| {
+                let new = projection_json(&self.core);
+                let changed = *old != new;
+                *old = new;
+                changed
             });
         }
     }
-}
 
-/// Work may have become placeable (a durable batch woke the seats): wake the placer.
-pub fn wake_placer(genome: &Genome) {
-    if let Some(tree) = tree_of(genome) {
-        tree.hop.wake.notify_one();
-    }
-}
-
-/// Tells `child` to stop a placed effect (a halt, a lost lease).
-pub fn cancel_placed(genome: &Genome, child: &str, key: &str) {
-    let Some(link) = tree_of(genome).and_then(|tree| tree.child_link(child)) else {
-        return;
-    };
-    let key = key.to_owned();
-    tokio::spawn(async move {
-        let _ = link.send(TreeMsg::Topo(TopoMsg::Cancel { key })).await;
-    });
-}
-
-fn job_of(request: &Request) -> Option<&str> {
-    match request {
-        Request::Status { job }
-        | Request::Wait { job, .. }
-        | Request::Continue { job, .. }
-        | Request::Cancel { job, .. }
-        | Request::Inspect { job } => Some(job),
-        _ => None,
-    }
-}
-
-/// Where a control request goes; `None` means here (the kernel answers it). `hops`
-/// counts the links it came over.
-pub async fn route(genome: &Arc<Genome>, request: &Request, hops: u32) -> Option<Response> {
-    let tree = tree_of(genome)?;
-    let decided = {
-        let topology = tree.hop.topology();
-        match request {
-            Request::Submit { .. } => topology.route_submit(),
-            Request::Jobs { .. } if !topology.role().is_home() => topology.route_submit(),
-            _ => match job_of(request) {
-                Some(job) => topology.route_job(job),
-                None => Route::Local,
-            },
-        }
-    };
-    let link = match &decided {
-        Route::Local => return None,
-        Route::Parent => tree.parent_link(),
-        Route::Child(name) => tree.child_link(name),
-        Route::Unreachable(reason) => return Some(unreachable(tree, request, reason)),
-    };
-    let Some(link) = link else {
-        return Some(unreachable(
-            tree,
-            request,
-            "the link towards the job's home is down",
-        ));
-    };
-    if hops >= palm_topology::HOPS_MAX {
-        return Some(Response::err(ErrorBody::failure(
-            "too_far",
-            format!("the request travelled {hops} hops without reaching its home"),
-        )));
-    }
-    let timeout = match request {
-        Request::Wait { timeout_ms, .. } => Duration::from_millis(
-            timeout_ms
-                .unwrap_or(crate::control::WAIT_MS_MAX)
-                .saturating_add(10_000),
-        ),
-        _ => Duration::from_millis(FORWARD_TIMEOUT_MS),
-    };
-    let body = TreeMsg::Topo(TopoMsg::Forward {
-        request: Json(serde_json::to_value(request).unwrap_or(Value::Null)),
-        hops: hops + 1,
-    });
-    match link.request_within(body, timeout).await {
-        Ok(TreeMsg::Topo(TopoMsg::Answer { response })) => {
-            let mut response: Response = match serde_json::from_value(response.0) {
-                Ok(response) => response,
-                Err(err) => {
-                    return Some(Response::err(ErrorBody::failure(
-                        "protocol",
-                        format!("the home's answer does not parse: {err}"),
-                    )));
-                }
-            };
-            if let (Some(result), true) = (response.result.as_mut(), response.ok) {
-                let job = job_of(request)
-                    .map(str::to_owned)
-                    .or_else(|| result["job"].as_str().map(str::to_owned));
-                if result.get("status").is_some() && result.get("state").is_some() {
-                    Projections::fresh(result);
-                }
-                if let Some(job) = job {
-                    tree.hop.remember(&job, result);
+    fn handle(&mut self, now: u64, input: HopIn) {
+        let core = &mut self.core;
+        match input {
+            HopIn::LinkUp {
+                peer,
+                direction,
+                connection,
+                link,
+            } => {
+                let (frames, queue) = mpsc::channel(OUTBOX);
+                tokio::spawn(write_frames(link, queue));
+                // A newer connection replaces the older (whose writer ends with it).
+                self.links.insert(peer.clone(), LinkOut { connection, frames });
+                core.handle_link(now, &peer, direction, true);
+            }
+            HopIn::LinkDown {
+                peer,
+                direction,
+                connection,
+            } => {
+                // A late "down" of a connection already replaced says nothing.
+                if self
+                    .links
+                    .get(&peer)
+                    .is_some_and(|l| l.connection == connection)
+                {
+                    self.links.remove(&peer);
+                    core.handle_link(now, &peer, direction, false);
                 }
             }
-            Some(response)
-        }
-        Ok(other) => Some(Response::err(ErrorBody::failure(
-            "protocol",
-            format!("unexpected answer from the home: {other:?}"),
-        ))),
-        Err(err) => Some(unreachable(
-            tree,
-            request,
-            &format!("the way home failed: {err}"),
-        )),
-    }
-}
-
-/// The answer when the home cannot be reached: a status from the projection, marked
-/// invalid, or a clear error.
-fn unreachable(tree: &Tree, request: &Request, reason: &str) -> Response {
-    if let Request::Status { job } | Request::Wait { job, .. } = request {
-        let topology = tree.hop.topology();
-        let projections = tree
-            .hop
-            .projections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(view) = projections.serve(job, &topology, reason) {
-            return Response::ok(view);
-        }
-    }
-    Response::err(
-        ErrorBody::failure("home_unreachable", reason.to_owned())
-            .hint("the job's home is on another node; `palm tree` shows the links"),
-    )
-}
-
-/// A request that came over a link.
-pub async fn on_request(
-    tree: Arc<Tree>,
-    peer: String,
-    body: TopoMsg,
-    responder: Responder<TreeMsg>,
-) {
-    let Some(genome) = tree.hop.genome.upgrade() else {
-        return;
-    };
-    // A renewal or outcome of an effect whose job is homed above: pass it on unchanged.
-    if let TopoMsg::Renew { key, .. } | TopoMsg::Complete { key, .. } = &body
-        && homed_above(&tree, key)
-    {
-        let answer = relay_report_up(&tree, body).await;
-        let _ = responder.respond(TreeMsg::Topo(answer)).await;
-        return;
-    }
-    let answer = match body {
-        TopoMsg::Forward { request, hops } => {
-            let response = match serde_json::from_value::<Request>(request.0) {
-                Ok(request) => crate::control::dispatch_hops(&genome, request, hops).await,
-                Err(err) => Response::err(ErrorBody::invalid(
-                    "invalid_request",
-                    format!("a forwarded request does not parse: {err}"),
-                )),
-            };
-            TopoMsg::Answer {
-                response: Json(serde_json::to_value(response).unwrap_or(Value::Null)),
+            HopIn::Frame { peer, msg } => core.handle_frame(now, &peer, msg),
+            HopIn::Route { request, reply } => {
+                let id = self.next_id;
+                self.next_id += 1;
+                match core.handle_request(now, id, request) {
+                    Routed::Away => {
+                        self.waiting.insert(id, reply);
+                    }
+                    routed => {
+                        let _ = reply.send(routed);
+                    }
+                }
+            }
+            HopIn::Applied { serve, response } => core.handle_applied(now, serve, response),
+            HopIn::Claimed { round, effects } => core.handle_claimed(now, round, effects),
+            HopIn::Renewed { serve, result } => core.handle_renewed(now, serve, result),
+            HopIn::Completed { serve, result } => core.handle_completed(now, serve, result),
+            HopIn::Finished {
+                key,
+                token,
+                outcome,
+            } => {
+                self.placed.remove(&(key.clone(), token));
+                core.handle_finished(now, &key, token, outcome);
+            }
+            HopIn::CancelPlaced { child, key, token } => {
+                core.cancel_placed(now, &child, &key, token)
+            }
+            HopIn::Wake => core.wake_placer(now),
+            HopIn::View(reply) => {
+                let _ = reply.send(core.view(now));
             }
         }
-        TopoMsg::Place { effect, home } => accept_placement(&genome, &tree, effect, &home).await,
-        TopoMsg::Renew { key, token } => {
-            let (until, error) = match kernel_renew(&genome, &key, token).await {
-                Ok(until) => (Some(until), None),
-                Err(err) => (None, Some(err)),
-            };
-            TopoMsg::Renewed { until, error }
+    }
+
+    /// Does what the core asks, until it asks nothing more.
+    fn drain(&mut self, genome: &Arc<Genome>) {
+        while let Some(output) = self.core.poll_output() {
+            match output {
+                HopOutput::Send { to, msg } => self.send(&to, msg),
+                HopOutput::Reply { id, reply } => {
+                    if let Some(waiting) = self.waiting.remove(&id) {
+                        let _ = waiting.send(Routed::Now(reply));
+                    }
+                }
+                HopOutput::Apply { serve, request } => {
+                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+                    tokio::spawn(async move {
+                        let response = match serde_json::from_value::<Request>(request.0) {
+                            Ok(request) => crate::control::dispatch_here(&genome, request).await,
+                            Err(err) => Response::err(ErrorBody::invalid(
+                                "invalid_request",
+                                format!("a forwarded request does not parse: {err}"),
+                            )),
+                        };
+                        let response = Json(serde_json::to_value(response).unwrap_or(Value::Null));
+                        let _ = inbox.send(HopIn::Applied { serve, response }).await;
+                    });
+                }
+                HopOutput::Claim {
+                    round,
+                    via,
+                    node,
+                    ready,
+                    max,
+                } => {
+                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+                    tokio::spawn(async move {
+                        let effects = claim_for(&genome, &via, ready, max as usize).await;
+                        if !effects.is_empty() {
+                            debug!(via, node, claimed = effects.len(), "claimed for a child");
+                        }
+                        let _ = inbox.send(HopIn::Claimed { round, effects }).await;
+                    });
+                }
+                HopOutput::Release { key, token } => {
+                    if let Some(kernel) = genome.kernel() {
+                        let _ = kernel.cast(KernelMsg::Release { key, token });
+                    }
+                }
+                HopOutput::Renew { serve, key, token } => {
+                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+                    tokio::spawn(async move {
+                        let result = kernel_renew(&genome, &key, token).await;
+                        let _ = inbox.send(HopIn::Renewed { serve, result }).await;
+                    });
+                }
+                HopOutput::Complete {
+                    serve,
+                    key,
+                    token,
+                    outcome,
+                    node,
+                } => {
+                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+                    tokio::spawn(async move {
+                        let result = kernel_complete(&genome, &key, token, outcome, &node).await;
+                        let _ = inbox.send(HopIn::Completed { serve, result }).await;
+                    });
+                }
+                HopOutput::Start { effect, home } => self.start(genome, effect, home),
+                HopOutput::Stop { key, token, reason } => {
+                    if let Some(stop) = self.placed.remove(&(key.clone(), token)) {
+                        info!(key, token, reason, "stopping a placed effect");
+                        let _ = stop.send(true);
+                    }
+                }
+                HopOutput::Event(event) => {
+                    debug!(kind = event.kind, "{}", event.text);
+                }
+            }
         }
-        TopoMsg::Complete {
-            key,
-            token,
-            outcome,
-            node,
-        } => {
-            let error = kernel_complete(&genome, &key, token, outcome, &node)
-                .await
-                .err();
-            // The seat below is free whatever the kernel said: the effect ended there.
-            tree.hop.topology().completed_on(&node);
-            tree.hop.wake.notify_one();
-            TopoMsg::Completed { error }
+    }
+
+    fn send(&mut self, to: &str, msg: TopoMsg) {
+        let Some(link) = self.links.get(to) else {
+            return;
+        };
+        if let Err(err) = link.frames.try_send(msg) {
+            // Lost, as a frame on a congested or dying link may be: the protocol's
+            // deadlines and leases take it from there.
+            debug!(to, "frame dropped: {err}");
         }
-        other => {
-            debug!(peer, ?other, "unexpected request on a link");
+    }
+
+    /// Runs an effect placed here, with the same runner as the seats.
+    fn start(&mut self, genome: &Arc<Genome>, effect: ClaimedEffect, home: String) {
+        let (stop, cancel) = watch::channel(false);
+        let id = (effect.key.clone(), effect.token);
+        self.placed.insert(id, stop);
+        info!(key = effect.key, token = effect.token, home, "running a placed effect");
+        let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+        tokio::spawn(async move {
+            let outcome = runner::execute(&genome, &PlacedHost, &effect, cancel).await;
+            let _ = inbox
+                .send(HopIn::Finished {
+                    key: effect.key,
+                    token: effect.token,
+                    outcome,
+                })
+                .await;
+        });
+    }
+}
+
+/// Writes one link's frames in order; ends with the link.
+async fn write_frames(link: palm_transport::Link<TreeMsg>, mut queue: mpsc::Receiver<TopoMsg>) {
+    while let Some(msg) = queue.recv().await {
+        if let Err(err) = link.send(TreeMsg::Topo(msg)).await {
+            debug!(peer = link.peer().name, "link closed under the writer: {err}");
             return;
         }
-    };
-    let _ = responder.respond(TreeMsg::Topo(answer)).await;
+    }
 }
 
-/// A one-way message that came over a link.
-pub fn on_message(tree: &Arc<Tree>, peer: &str, body: TopoMsg) {
-    match body {
-        TopoMsg::Summary(summary) => tree.hop.topology().child_summary(now_ms(), summary),
-        TopoMsg::Parent(info) => tree.hop.topology().parent_info(now_ms(), info),
-        TopoMsg::Cancel { key } => {
-            let placed = tree.hop.placed.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(stop) = placed.get(&key) {
-                info!(key, "the home cancelled a placed effect");
-                let _ = stop.send(true);
-                return;
-            }
-            drop(placed);
-            // Kept, marked: a late copy of the placement is then refused rather than
-            // passed down beside the cancel.
-            let relayed = tree
-                .hop
-                .relayed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_mut(&key)
-                .map(|relayed| {
-                    relayed.cancelled = true;
-                    relayed.child.clone()
-                });
-            if let Some(child) = relayed
-                && let Some(link) = tree.child_link(&child)
-            {
-                debug!(key, child, "passing a cancel down");
-                tokio::spawn(async move {
-                    let _ = link.send(TreeMsg::Topo(TopoMsg::Cancel { key })).await;
-                });
-            }
-        }
-        other => debug!(peer, ?other, "unexpected message on a link"),
+/// What this node offers by itself now.
+fn local_facts(genome: &Genome) -> LocalFacts {
+    if !genome.accepting_work() {
+        // Stopping: nothing to offer, nothing more taken.
+        return LocalFacts::default();
+    }
+    let snapshot = genome.places.snapshot();
+    let mut ready: Vec<String> = snapshot
+        .readiness
+        .needs()
+        .iter()
+        .filter(|(name, state)| state.ready && !name.contains('/'))
+        .map(|(name, _)| name.clone())
+        .collect();
+    ready.sort();
+    LocalFacts {
+        ready,
+        seats: genome.settings.seats as u32,
+        busy: genome.seats.busy() as u32,
+    }
+}
+
+/// The runner's host for a placed effect: the core renews its lease and reports its
+/// outcome, so the runner only runs it (and stops when told).
+struct PlacedHost;
+
+impl EffectHost for PlacedHost {
+    fn renew<'a>(
+        &'a self,
+        _key: &'a str,
+        _token: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        _key: &'a str,
+        _token: u64,
+        _outcome: Outcome,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+async fn claim_for(genome: &Genome, via: &str, ready: Vec<String>, max: usize) -> Vec<ClaimedEffect> {
+    let Some(kernel) = genome.kernel() else {
+        return Vec::new();
+    };
+    match kernel
+        .call(
+            |reply| KernelMsg::ClaimFor {
+                holder: palm_topology::child_holder(via),
+                ready,
+                max,
+                reply,
+            },
+            Some(KERNEL_CALL),
+        )
+        .await
+    {
+        Ok(ractor::rpc::CallResult::Success(effects)) => effects,
+        _ => Vec::new(),
     }
 }
 
@@ -520,7 +549,7 @@ async fn kernel_renew(genome: &Genome, key: &str, token: u64) -> Result<u64, Str
                 token,
                 reply,
             },
-            Some(Duration::from_secs(10)),
+            Some(KERNEL_CALL),
         )
         .await
     {
@@ -546,7 +575,7 @@ async fn kernel_complete(
                 node: Some(node.to_owned()),
                 reply,
             },
-            Some(Duration::from_secs(60)),
+            Some(KERNEL_CALL),
         )
         .await
     {
@@ -555,296 +584,112 @@ async fn kernel_complete(
     }
 }
 
-/// True when the effect `key` (`job/path/attempt`) belongs to a job homed above this
-/// node: its renewals and completion are passed up, not answered here.
-fn homed_above(tree: &Tree, key: &str) -> bool {
-    let job = key.split('/').next().unwrap_or(key);
-    // Unreachable counts as above: the way up may be cut now, and the reporter must
-    // hear "unreachable" (and retry), not a refusal from a kernel that never held it.
-    !matches!(
-        tree.hop.topology().route_job(job),
-        Route::Local | Route::Child(_)
-    )
+fn job_of(request: &Request) -> Option<&str> {
+    match request {
+        Request::Status { job }
+        | Request::Wait { job, .. }
+        | Request::Continue { job, .. }
+        | Request::Cancel { job, .. }
+        | Request::Inspect { job } => Some(job),
+        _ => None,
+    }
 }
 
-/// Passes a `Renew` or `Complete` from a child up to the parent and returns the answer
-/// for the child. Without one from above, a renewal gets no verdict (the runner goes on
-/// until its lease says no) and an outcome gets "unreachable" (the reporter retries).
-async fn relay_report_up(tree: &Tree, body: TopoMsg) -> TopoMsg {
-    let completion = match &body {
-        TopoMsg::Complete { key, node, .. } => Some((key.clone(), node.clone())),
+/// Where a control request goes: `None` means here (this node is the job's home, or the
+/// request is not about a job); `Some` is the answer from wherever it went.
+pub async fn route(genome: &Arc<Genome>, request: &Request) -> Option<Response> {
+    let tree = genome.tree.get()?;
+    let toward = match request {
+        Request::Submit { .. } => Toward::NewHome,
+        // Jobs are listed where they are homed: an edge asks its home.
+        Request::Jobs { .. } => Toward::NewHome,
+        _ => Toward::Job(job_of(request)?.to_owned()),
+    };
+    let view_of = match request {
+        Request::Status { job } | Request::Wait { job, .. } => Some(job.clone()),
         _ => None,
     };
-    let within = Duration::from_secs(if completion.is_some() { 60 } else { 10 });
-    let answer = match tree.parent_link() {
-        Some(link) => match link.request_within(TreeMsg::Topo(body), within).await {
-            Ok(TreeMsg::Topo(answer)) => Some(answer),
-            _ => None,
-        },
-        None => None,
+    let within_ms = match request {
+        Request::Wait { timeout_ms, .. } => timeout_ms
+            .unwrap_or(crate::control::WAIT_MS_MAX)
+            .min(crate::control::WAIT_MS_MAX)
+            .saturating_add(10_000),
+        _ => palm_topology::hop::FORWARD_TIMEOUT_MS,
     };
-    match (completion, answer) {
-        (None, Some(answer @ TopoMsg::Renewed { .. })) => answer,
-        (None, _) => TopoMsg::Renewed {
-            until: None,
-            error: None,
-        },
-        (Some((key, node)), Some(answer @ TopoMsg::Completed { .. })) => {
-            if matches!(answer, TopoMsg::Completed { error: None }) {
-                tree.hop
-                    .relayed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&key);
-            }
-            // The seat below is free whatever home said: the effect ended.
-            tree.hop.topology().completed_on(&node);
-            answer
-        }
-        (Some(_), _) => TopoMsg::Completed {
-            error: Some(format!("{UNREACHABLE}the way home is cut above this node")),
-        },
-    }
-}
-
-/// A parent placed an effect here: run it if a seat is free and its needs are ready
-/// here, else pass it down to a child that can (multi-hop placement), else refuse.
-async fn accept_placement(
-    genome: &Arc<Genome>,
-    tree: &Arc<Tree>,
-    effect: ClaimedEffect,
-    home: &str,
-) -> TopoMsg {
-    let refuse = |reason: String| TopoMsg::Placed {
-        accepted: false,
-        reason: Some(reason),
-    };
-    if !genome.accepting_work() {
-        return refuse("the node is stopping".into());
-    }
-    let seats = genome.settings.seats as u32;
-    let busy = genome.seats.busy() as u32 + tree.hop.placed_busy.load(Ordering::Relaxed);
-    let needs = effect.request.requirements();
-    let ready_here = genome
-        .places
-        .snapshot()
-        .readiness
-        .all_ready(&effect.job, &needs);
-    if busy >= seats || !ready_here {
-        let here = if ready_here {
-            format!("all {seats} seats are busy")
-        } else {
-            format!("needs {needs:?} are not all ready here")
-        };
-        let placement = tree.hop.topology().place(now_ms(), &needs, false);
-        let Placement::Child(child) = placement else {
-            return refuse(format!("{here}, and no child offers them"));
-        };
-        return relay_placement(tree, effect, home, &child, &here).await;
-    }
-    let (stop, cancel) = watch::channel(false);
-    tree.hop
-        .placed
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(effect.key.clone(), stop);
-    tree.hop.placed_busy.fetch_add(1, Ordering::Relaxed);
-    info!(key = effect.key, home, "running a placed effect");
-    let (genome, tree) = (Arc::clone(genome), Arc::clone(tree));
-    tokio::spawn(async move {
-        let host = ParentHost {
-            tree: Arc::clone(&tree),
-            lease_until: AtomicLease::new(effect.lease_until),
-            node: genome.info.name.clone(),
-        };
-        let outcome = runner::execute(&genome, &host, &effect, cancel).await;
-        tree.hop
-            .placed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&effect.key);
-        tree.hop.placed_busy.fetch_sub(1, Ordering::Relaxed);
-        let Some(outcome) = outcome else {
-            return;
-        };
-        // Report until the home records it or says no; give up a while after the lease
-        // is gone (the home has placed it again by then).
-        loop {
-            match host
-                .complete(&effect.key, effect.token, outcome.clone())
-                .await
-            {
-                Ok(()) => return,
-                Err(err) if err.starts_with(UNREACHABLE) => {
-                    if now_ms() > host.lease_until.get().saturating_add(REPORT_AFTER_LEASE_MS) {
-                        warn!(
-                            key = effect.key,
-                            "giving up reporting a placed effect; the home will run it again"
-                        );
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Err(refused) => {
-                    debug!(key = effect.key, refused, "the home refused the completion");
-                    return;
-                }
-            }
-        }
-    });
-    TopoMsg::Placed {
-        accepted: true,
-        reason: None,
-    }
-}
-
-/// Passes a placement down to `child`; remembers it (for a cancel) when taken. The
-/// same claim (key and token) placed again is answered taken, not passed on twice — a
-/// second copy could land on another child and run beside the first (the simulator's
-/// duplicated messages found this).
-async fn relay_placement(
-    tree: &Arc<Tree>,
-    effect: ClaimedEffect,
-    home: &str,
-    child: &str,
-    here: &str,
-) -> TopoMsg {
-    let refuse = |reason: String| TopoMsg::Placed {
-        accepted: false,
-        reason: Some(reason),
-    };
-    let seen = tree
+    let routed = tree
         .hop
-        .relayed
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&effect.key)
-        .filter(|r| r.token == effect.token)
-        .map(|r| r.cancelled);
-    match seen {
-        Some(false) => {
-            return TopoMsg::Placed {
-                accepted: true,
-                reason: None,
-            };
-        }
-        Some(true) => return refuse("the home cancelled this placement".into()),
-        None => {}
-    }
-    let Some(link) = tree.child_link(child) else {
-        return refuse(format!("{here}, and the link to `{child}` is down"));
-    };
-    tree.hop.topology().placed_on(child);
-    let (key, token) = (effect.key.clone(), effect.token);
-    let body = TreeMsg::Topo(TopoMsg::Place {
-        effect,
-        home: home.to_owned(),
-    });
-    match link
-        .request_within(body, Duration::from_secs(RELAY_ANSWER_S))
-        .await
-    {
-        Ok(TreeMsg::Topo(TopoMsg::Placed { accepted: true, .. })) => {
-            let now = now_ms();
-            let mut relayed = tree.hop.relayed.lock().unwrap_or_else(|p| p.into_inner());
-            relayed.retain(|_, r| now.saturating_sub(r.at) < RELAY_FORGET_MS);
-            relayed.insert(
-                key.clone(),
-                Relayed {
-                    child: child.to_owned(),
-                    token,
-                    at: now,
-                    cancelled: false,
-                },
-            );
-            info!(key, child, home, "relayed a placed effect down");
-            TopoMsg::Placed {
-                accepted: true,
-                reason: None,
-            }
-        }
-        Ok(TreeMsg::Topo(TopoMsg::Placed { reason, .. })) => refuse(format!(
-            "{here}; `{child}` refused: {}",
-            reason.unwrap_or_default()
-        )),
-        _ => refuse(format!("{here}; `{child}` did not answer")),
+        .route(RouteRequest {
+            toward,
+            view_of,
+            request: Json(serde_json::to_value(request).unwrap_or(Value::Null)),
+            within_ms,
+        })
+        .await;
+    match routed {
+        Routed::Here => None,
+        Routed::Away => Some(Response::err(ErrorBody::failure(
+            "protocol",
+            "the tree organ lost a forwarded request",
+        ))),
+        Routed::Now(reply) => Some(answer(reply)),
     }
 }
 
-const UNREACHABLE: &str = "unreachable: ";
-
-struct AtomicLease(std::sync::atomic::AtomicU64);
-
-impl AtomicLease {
-    fn new(until: u64) -> AtomicLease {
-        AtomicLease(std::sync::atomic::AtomicU64::new(until))
-    }
-    fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-    fn set(&self, until: u64) {
-        self.0.store(until, Ordering::Relaxed);
-    }
-}
-
-/// The home, across the parent link, as a placed effect's host.
-struct ParentHost {
-    tree: Arc<Tree>,
-    lease_until: AtomicLease,
-    node: String,
-}
-
-impl EffectHost for ParentHost {
-    fn renew<'a>(
-        &'a self,
-        key: &'a str,
-        token: u64,
-    ) -> Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>> {
-        Box::pin(async move {
-            let Some(link) = self.tree.parent_link() else {
-                return Ok(None);
-            };
-            let body = TreeMsg::Topo(TopoMsg::Renew {
-                key: key.to_owned(),
-                token,
-            });
-            match link.request_within(body, Duration::from_secs(10)).await {
-                Ok(TreeMsg::Topo(TopoMsg::Renewed {
-                    until: Some(until), ..
-                })) => {
-                    self.lease_until.set(until);
-                    Ok(Some(until))
+/// The answer a client sees for what came back from the way home.
+fn answer(reply: Reply) -> Response {
+    match reply {
+        Reply::Home(response) => {
+            let mut response: Response = match serde_json::from_value(response.0) {
+                Ok(response) => response,
+                Err(err) => {
+                    return Response::err(ErrorBody::failure(
+                        "protocol",
+                        format!("the home's answer does not parse: {err}"),
+                    ));
                 }
-                Ok(TreeMsg::Topo(TopoMsg::Renewed {
-                    error: Some(error), ..
-                })) => Err(error),
-                _ => Ok(None),
-            }
-        })
-    }
-
-    fn complete<'a>(
-        &'a self,
-        key: &'a str,
-        token: u64,
-        outcome: Outcome,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
-        Box::pin(async move {
-            let Some(link) = self.tree.parent_link() else {
-                return Err(format!("{UNREACHABLE}the parent link is down"));
             };
-            let body = TreeMsg::Topo(TopoMsg::Complete {
-                key: key.to_owned(),
-                token,
-                outcome,
-                node: self.node.clone(),
-            });
-            match link.request_within(body, Duration::from_secs(60)).await {
-                Ok(TreeMsg::Topo(TopoMsg::Completed { error: None })) => Ok(()),
-                Ok(TreeMsg::Topo(TopoMsg::Completed { error: Some(error) })) => Err(error),
-                Ok(other) => Err(format!("unexpected answer {other:?}")),
-                Err(err) => Err(format!("{UNREACHABLE}{err}")),
+            if response.ok
+                && let Some(result) = response.result.as_mut()
+                && is_job_view(result)
+                && let Some(object) = result.as_object_mut()
+            {
+                object.insert("projection".into(), json!("valid"));
             }
-        })
+            response
+        }
+        Reply::Unreachable {
+            at,
+            reason,
+            since,
+            view,
+        } => {
+            let reason = if at.is_empty() {
+                reason
+            } else {
+                format!("{reason} (at `{at}`)")
+            };
+            match view {
+                Some(Json(mut view)) if view.is_object() => {
+                    if let Some(object) = view.as_object_mut() {
+                        object.insert("projection".into(), json!("invalid"));
+                        object.insert("home_unreachable_since".into(), json!(since));
+                        object.insert("unreachable".into(), json!(reason));
+                    }
+                    Response::ok(view)
+                }
+                _ => Response::err(
+                    ErrorBody::failure("home_unreachable", reason)
+                        .hint("the job's home is on another node; `palm tree` shows the links"),
+                ),
+            }
+        }
+        Reply::TooFar { hops } => Response::err(ErrorBody::failure(
+            "too_far",
+            format!("the request travelled {hops} hops without reaching its home"),
+        )),
     }
+}
+
+fn is_job_view(result: &Value) -> bool {
+    result.get("status").is_some() && result.get("state").is_some()
 }

@@ -33,7 +33,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Node events kept in the store; older ones are dropped.
 pub const NODE_EVENTS_MAX: usize = 10_000;
@@ -355,26 +355,6 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// The link to the parent, while it is up.
-    pub fn parent_link(&self) -> Option<Link<TreeMsg>> {
-        let board = self.lock();
-        board
-            .parent
-            .as_ref()
-            .filter(|row| row.up)
-            .and_then(|row| row.link.clone())
-    }
-
-    /// The link to a child, while it is up.
-    pub fn child_link(&self, name: &str) -> Option<Link<TreeMsg>> {
-        let board = self.lock();
-        board
-            .children
-            .get(name)
-            .filter(|row| row.up)
-            .and_then(|row| row.link.clone())
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Board> {
         self.board.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -648,7 +628,7 @@ pub async fn start(
                 dialer: Mutex::new(None),
                 pump: Mutex::new(None),
                 journal,
-                hop: crate::hop::Hop::new(genome, palm_topology::Role::Root, None),
+                hop: crate::hop::Hop::start(genome, palm_topology::Role::Root, None),
             })
         }
         PlanKind::Child {
@@ -768,11 +748,10 @@ pub async fn start(
                 dialer: Mutex::new(Some(dialer)),
                 pump: Mutex::new(None),
                 journal,
-                hop: crate::hop::Hop::new(genome, topo_role(plan.role), Some(&parent_name)),
+                hop: crate::hop::Hop::start(genome, topo_role(plan.role), Some(&parent_name)),
             })
         }
     };
-    crate::hop::start(&tree);
     let pump = tokio::spawn(pump(Arc::clone(&tree), events));
     *tree.pump.lock().unwrap_or_else(|p| p.into_inner()) = Some(pump);
     if genome.tree.set(Arc::clone(&tree)).is_err() {
@@ -826,7 +805,7 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                         }
                     }
                 }
-                crate::hop::link_up(&tree, &peer.name, peer.direction, &link).await;
+                tree.hop.link_up(topo_direction(peer.direction), &link).await;
                 tokio::spawn(serve(Arc::clone(&tree), peer.name.clone(), inbound));
             }
             LinkEvent::LinkDown {
@@ -844,15 +823,12 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                 });
                 let record = Arc::clone(&tree);
                 let _ = tokio::task::spawn_blocking(move || record.record(event)).await;
+                // The hop task knows which connection is current: a late "down" of a
+                // replaced one changes nothing there.
+                tree.hop
+                    .link_down(&peer.name, topo_direction(peer.direction), connection)
+                    .await;
                 let mut board = tree.lock();
-                let current = match peer.direction {
-                    Direction::Parent => board.parent.as_ref(),
-                    Direction::Child => board.children.get(&peer.name),
-                }
-                .is_some_and(|row| row.connection == Some(connection));
-                if current {
-                    crate::hop::link_down(&tree, &peer.name, peer.direction);
-                }
                 let row = match peer.direction {
                     Direction::Parent => board.parent.as_mut(),
                     Direction::Child => board.children.get_mut(&peer.name),
@@ -898,28 +874,32 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
     }
 }
 
-/// Serves what a peer sends: probes are answered; topology requests run on their own
-/// tasks (a forwarded wait may take long and must not hold up the link).
+/// Serves what a peer sends: probes are answered; topology frames go to the hop task, in
+/// the order they came.
 async fn serve(tree: Arc<Tree>, peer: String, mut inbound: mpsc::Receiver<Inbound<TreeMsg>>) {
     while let Some(item) = inbound.recv().await {
         match item {
+            Inbound::Message(TreeMsg::Topo(body)) => tree.hop.frame(&peer, body).await,
             Inbound::Request {
                 body: TreeMsg::Topo(body),
-                responder,
+                ..
             } => {
-                tokio::spawn(crate::hop::on_request(
-                    Arc::clone(&tree),
-                    peer.clone(),
-                    body,
-                    responder,
-                ));
+                // The tree protocol is one-way frames; a request carrying one is a peer
+                // speaking another version. Dropped: its sender's deadline answers it.
+                debug!(peer, kind = body.kind(), "topology frame sent as a request; dropped");
             }
             Inbound::Request { body, responder } => {
                 let _ = responder.respond(body).await;
             }
-            Inbound::Message(TreeMsg::Topo(body)) => crate::hop::on_message(&tree, &peer, body),
             Inbound::Message(_) | Inbound::Transfer(_) => {}
         }
+    }
+}
+
+fn topo_direction(direction: Direction) -> palm_topology::Direction {
+    match direction {
+        Direction::Parent => palm_topology::Direction::Parent,
+        Direction::Child => palm_topology::Direction::Child,
     }
 }
 

@@ -1,30 +1,39 @@
 //! palm-sim: Palm's deterministic simulator.
 //!
-//! It runs the real genome cores — the same [`palm_actors::path::JobPath`] a node hosts —
-//! in one thread on a virtual clock, with a simulated disk (a
-//! [`palm_actors::store::MemoryStore`] whose crash loses unflushed writes), simulated
-//! seats and workloads, and a simulated network between nodes, all driven by one `u64`
-//! seed. After every step it checks Palm's invariants; after the faults stop, liveness.
-//! A failure names the seed and the exact command that replays it.
+//! It runs the real cores — the same [`palm_actors::path::JobPath`],
+//! [`palm_actors::host::HomeHost`] and [`palm_topology::HopCore`] a `palm` node hosts —
+//! for every node of a tree, in one thread on a virtual clock, with simulated disks (a
+//! [`palm_actors::store::MemoryStore`] whose crash loses unflushed writes), seats,
+//! workloads, links and a network, all driven by one `u64` seed. After every step it
+//! checks Palm's invariants; after the faults stop, liveness. A failure names the seed
+//! and the exact command that replays it.
 //!
 //! ```text
-//! palm sim --seed 7 --nodes 3 --faults heavy --trace
+//! palm sim --seed 7 --trace
+//! palm sim --seeds 0..500 --check-determinism
 //! ```
 //!
-//! How the cores are hosted: `node/` wraps each core in an actor, commits its batches
-//! through redb and runs effects as processes; this crate wraps the same cores in
-//! [`world::World`], commits batches to a memory disk, runs effects as scheduled events,
-//! and carries messages through [`net::Net`]. The cores cannot tell the difference:
-//! they only ever see `now`, inputs and a `Store`.
+//! How the cores are hosted: the node wraps each core in an actor, commits its batches
+//! through redb and runs effects as processes; [`world::World`] wraps the same cores,
+//! commits batches to a memory disk, runs effects as scheduled events and carries
+//! messages through [`net::Net`]. The cores cannot tell the difference: they only ever
+//! see `now`, inputs and a `Store`.
+//!
+//! Planted bugs (feature `mutations`, never enabled by the `palm` binary) are run by the
+//! `palm-sim` binary of this crate: `palm-sim --mutation list`.
 
 pub mod check;
+pub mod cli;
 pub mod net;
+pub mod options;
 pub mod trace;
-pub mod tree;
 pub mod world;
 
 pub use check::{COVERAGE_POINTS, Coverage, INVARIANTS, Violation};
-pub use world::{Faults, Findings, Options, Shape, SimMutation, World};
+#[cfg(feature = "mutations")]
+pub use options::Mutation;
+pub use options::{Faults, NODES_DEFAULT, Options, Shape};
+pub use world::{Findings, World};
 
 /// One run: what it found and how to reproduce it.
 #[derive(Clone, Debug)]
@@ -47,28 +56,30 @@ impl Report {
     }
 }
 
-/// The `palm sim` command line that reproduces a run with `options`.
+/// The command line that reproduces a run with `options`: `palm sim ...`, or for a
+/// planted bug the `palm-sim` binary that has it.
 pub fn replay_command(options: &Options) -> String {
-    let mut command = format!(
-        "palm sim --seed {} --nodes {} --shape {} --steps {} --faults {}",
+    let flags = format!(
+        "--seed {} --nodes {} --shape {} --steps {} --faults {} --duration {}ms --trace",
         options.seed,
         options.nodes,
         options.shape.as_str(),
         options.steps,
-        options.faults.as_str()
+        options.faults.as_str(),
+        options.fault_ms,
     );
+    #[cfg(feature = "mutations")]
     if let Some(mutation) = options.mutation {
-        command.push_str(&format!(" --mutate {}", mutation.as_str()));
+        return format!(
+            "cargo run --release -p palm-sim --features mutations --bin palm-sim -- --mutation {} {flags}",
+            mutation.as_str()
+        );
     }
-    command.push_str(" --trace");
-    command
+    format!("palm sim {flags}")
 }
 
 /// Runs one world to the end.
 pub fn run(options: Options) -> Report {
-    let findings = match options.shape {
-        Shape::Flat => World::new(options.clone()).run(),
-        Shape::Tree => tree::TreeWorld::new(options.clone()).run(),
-    };
+    let findings = World::new(options.clone()).run();
     Report { options, findings }
 }

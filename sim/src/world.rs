@@ -1,366 +1,146 @@
-//! The simulated world: one home node hosting the real [`JobPath`] over a
-//! [`MemoryStore`] disk, the seats that drain its effects (local ones on the home, remote
-//! ones on worker nodes across the simulated [`Net`]), clients that submit, continue and
-//! cancel, and the faults: crashes that lose unflushed writes, restarts that rebuild the
-//! node from its disk exactly like a real boot, lost, duplicated, reordered and delayed
-//! messages, partitions, clogged links, slow and hanging workloads.
+//! The simulated world: a tree of nodes, each hosting the real cores a `palm` node hosts
+//! — a [`JobPath`] over its own memory disk, the [`HomeHost`] duties around it, and the
+//! tree protocol [`HopCore`] — with seats, clients at every node, links that come and go,
+//! and the faults: crashes that lose unflushed writes (a child killed and back within
+//! its lease among them), partitions, lost, duplicated and reordered messages, slow and
+//! hanging work.
 //!
-//! Everything happens on a virtual clock in one thread, in the order of a queue keyed
-//! by `(time, sequence)`; every choice comes from one seeded RNG. The same options give
-//! the same trace, bit for bit.
+//! Everything happens on a virtual clock in one thread, in the order of a queue keyed by
+//! `(time, sequence)`; every choice comes from one seeded RNG. The same options give the
+//! same trace, byte for byte.
 //!
-//! The host plays the node's kernel with its rules: writes are committed after each step
-//! and made durable by a later flush (group commit); acknowledgements — a client's
-//! submit, and *every* answer to a remote seat (claim, renewal, completion) — wait for
-//! that flush. Local seats get claims and renewals at once, because a crash kills them
-//! together with the node; remote seats cannot be told so, which is why their answers
-//! must be durable (the simulator finds two live leases otherwise).
+//! **What is the world's and what is the cores'.** The world plays the shell: it carries
+//! messages, runs effects as scheduled events with drawn outcomes, commits sealed
+//! batches to the memory disk and flushes them after a drawn delay, and plays the
+//! links' keepalive (a dead peer is noticed after a drawn delay, a restarted child
+//! redials and replaces its old connection). Every decision about a request, a
+//! placement, a lease or a reply is made by the cores, exactly as in a node.
+//!
+//! **Invariants** (checked after every flush and every event): no lost acknowledged job,
+//! completion recorded at most once, no two live leases, journals only grow, state is
+//! the fold of the journal, terminal is final, completions only from the current lease,
+//! no dual truth (a job's events are committed only by its home), no projection passed
+//! off as the home's answer (every answer marked as the home's carries the nonce of the
+//! very request it answers); and after the faults heal, liveness: every job terminal,
+//! waiting, or blocked on a need nothing in reach of its home offers.
 
 use crate::check::{Checker, Coverage, Violation};
 use crate::net::{Fate, Net, NetProfile};
+use crate::options::{Faults, Options};
 use crate::trace::Trace;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
+use palm_actors::host::HomeHost;
 use palm_actors::job::JobStatus;
 use palm_actors::json::Json;
 use palm_actors::path::{
-    ClaimedEffect, CompleteError, FlowRef, JobPath, JobPathConfig, Mutation, Notice, SubmitRequest,
+    ClaimedEffect, CompleteError, FlowRef, JobError, JobPath, JobPathConfig, Notice,
+    SubmitRequest,
 };
-use palm_actors::random::{Rng, terminating_flow};
+use palm_actors::random::{Rng, terminating_flow_with_needs};
 use palm_actors::store::{MemoryStore, Store};
-use serde_json::json;
+use palm_topology::{
+    Direction, HopConfig, HopCore, HopOutput, LocalFacts, Reply, Role, RouteRequest, Routed,
+    TopoMsg, Toward, child_holder, job_tag,
+};
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// How hostile the world is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Faults {
-    /// No faults: a reliable network, no crashes, no hangs.
-    None,
-    /// Now and then.
-    Light,
-    /// Often, and all kinds at once.
-    Heavy,
-}
-
-impl Faults {
-    /// Parses `none`, `light`, `heavy`.
-    pub fn parse(text: &str) -> Option<Faults> {
-        match text {
-            "none" => Some(Faults::None),
-            "light" => Some(Faults::Light),
-            "heavy" => Some(Faults::Heavy),
-            _ => None,
-        }
-    }
-
-    /// The name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Faults::None => "none",
-            Faults::Light => "light",
-            Faults::Heavy => "heavy",
-        }
-    }
-}
-
-/// A deliberate bug, to prove the simulator catches what it claims to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SimMutation {
-    /// The job path accepts completions whatever their fencing token.
-    SkipFencing,
-    /// The host acknowledges submits before they are durable.
-    AckBeforeDurable,
-    /// (Tree worlds) nodes serve their projections marked valid while home is cut off.
-    ProjectionAlwaysValid,
-    /// (Tree worlds) the first realm opens its store under the root's tag, so it commits
-    /// jobs whose ids say they are homed above it.
-    SharedTag,
-    /// (Tree worlds) a relaying node passes every copy of a placement down afresh, even
-    /// one it already relayed, so a duplicated message can start a second run.
-    RelayTwice,
-}
-
-impl SimMutation {
-    /// Parses `skip-fencing`, `ack-before-durable`.
-    pub fn parse(text: &str) -> Option<SimMutation> {
-        match text {
-            "skip-fencing" => Some(SimMutation::SkipFencing),
-            "ack-before-durable" => Some(SimMutation::AckBeforeDurable),
-            "projection-always-valid" => Some(SimMutation::ProjectionAlwaysValid),
-            "shared-tag" => Some(SimMutation::SharedTag),
-            "relay-twice" => Some(SimMutation::RelayTwice),
-            _ => None,
-        }
-    }
-
-    /// The name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SimMutation::SkipFencing => "skip-fencing",
-            SimMutation::AckBeforeDurable => "ack-before-durable",
-            SimMutation::ProjectionAlwaysValid => "projection-always-valid",
-            SimMutation::SharedTag => "shared-tag",
-            SimMutation::RelayTwice => "relay-twice",
-        }
-    }
-}
-
-/// How the nodes are arranged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
-    /// One home and workers whose seats claim over the network.
-    Flat,
-    /// A root, realms and edges: several homes, requests hopping home, placement.
-    Tree,
-}
-
-impl Shape {
-    /// Parses `flat`, `tree`.
-    pub fn parse(text: &str) -> Option<Shape> {
-        match text {
-            "flat" => Some(Shape::Flat),
-            "tree" => Some(Shape::Tree),
-            _ => None,
-        }
-    }
-
-    /// The name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Shape::Flat => "flat",
-            Shape::Tree => "tree",
-        }
-    }
-
-    /// The default for `nodes`: a tree from three nodes up.
-    pub fn for_nodes(nodes: usize) -> Shape {
-        if nodes >= 3 { Shape::Tree } else { Shape::Flat }
-    }
-}
-
-/// What to simulate.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// The seed: everything follows from it.
-    pub seed: u64,
-    /// Nodes: the home plus `nodes - 1` workers.
-    pub nodes: usize,
-    /// Client actions (submits, continues, cancels) in the faulty phase.
-    pub steps: u64,
-    /// How hostile.
-    pub faults: Faults,
-    /// Print the trace.
-    pub trace: bool,
-    /// A deliberate bug.
-    pub mutation: Option<SimMutation>,
-    /// Virtual time the faulty phase lasts at least (client actions are spread over it).
-    pub fault_ms: u64,
-    /// Longest quiet phase (faults healed) before liveness is judged.
-    pub quiet_ms: u64,
-    /// How the nodes are arranged.
-    pub shape: Shape,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            seed: 0,
-            nodes: 1,
-            steps: 200,
-            faults: Faults::Light,
-            trace: false,
-            mutation: None,
-            fault_ms: 60_000,
-            quiet_ms: 600_000,
-            shape: Shape::Flat,
-        }
-    }
-}
 
 /// Seats per node.
 const SEATS: usize = 2;
 /// The lease on a claimed effect (short, so expiry happens often).
 const LEASE_MS: u64 = 2_000;
-/// Seats renew this often while running.
+/// Local seats renew this often while running.
 const RENEW_MS: u64 = LEASE_MS / 3;
-/// A remote seat that heard nothing for this long asks again (or resends).
-const RETRY_MS: u64 = 1_500;
 /// An idle seat looks for work at least this often.
 const IDLE_POLL_MS: u64 = 700;
 /// Flows the clients choose from.
 const FLOWS: usize = 6;
 /// How often the quiet phase checks whether everything has settled.
 const SETTLE_CHECK_MS: u64 = 1_000;
+/// How long a client waits for an answer.
+const CLIENT_WAIT_MS: u64 = 20_000;
+/// The world's clock starts here (a plausible epoch, so times look like times).
+pub const T0: u64 = 1_700_000_000_000;
+/// Capabilities edges offer (alternately); flows' `run` leaves may need one.
+const CAPABILITIES: [&str; 2] = ["c0", "c1"];
 
-struct Profile {
-    net: NetProfile,
-    flush_delay_ms_max: u64,
-    crash_home_every_ms: Option<u64>,
-    crash_worker_every_ms: Option<u64>,
-    partition_every_ms: Option<u64>,
-    clog_every_ms: Option<u64>,
-    fail_percent: u64,
-    slow_percent: u64,
-    hang_percent: u64,
-    partial_crash: bool,
-    /// Percent of home crashes that wait for the next commit and strike before its flush.
-    crash_mid_write_percent: u64,
-}
-
-fn profile(faults: Faults) -> Profile {
-    match faults {
-        Faults::None => Profile {
-            net: NetProfile {
-                latency_ms_min: 1,
-                latency_ms_max: 5,
-                loss_percent: 0,
-                duplicate_percent: 0,
-            },
-            flush_delay_ms_max: 2,
-            crash_home_every_ms: None,
-            crash_worker_every_ms: None,
-            partition_every_ms: None,
-            clog_every_ms: None,
-            fail_percent: 10,
-            slow_percent: 0,
-            hang_percent: 0,
-            partial_crash: false,
-            crash_mid_write_percent: 0,
-        },
-        Faults::Light => Profile {
-            net: NetProfile {
-                latency_ms_min: 1,
-                latency_ms_max: 20,
-                loss_percent: 1,
-                duplicate_percent: 1,
-            },
-            flush_delay_ms_max: 5,
-            crash_home_every_ms: Some(30_000),
-            crash_worker_every_ms: Some(40_000),
-            partition_every_ms: Some(40_000),
-            clog_every_ms: None,
-            fail_percent: 10,
-            slow_percent: 5,
-            hang_percent: 1,
-            partial_crash: false,
-            crash_mid_write_percent: 30,
-        },
-        Faults::Heavy => Profile {
-            net: NetProfile {
-                latency_ms_min: 1,
-                latency_ms_max: 80,
-                loss_percent: 5,
-                duplicate_percent: 5,
-            },
-            flush_delay_ms_max: 20,
-            crash_home_every_ms: Some(8_000),
-            crash_worker_every_ms: Some(10_000),
-            partition_every_ms: Some(10_000),
-            clog_every_ms: Some(15_000),
-            fail_percent: 15,
-            slow_percent: 15,
-            hang_percent: 3,
-            partial_crash: true,
-            crash_mid_write_percent: 60,
-        },
-    }
-}
-
+/// What a run found.
 #[derive(Clone, Debug)]
-enum Action {
+pub struct Findings {
+    /// Events processed.
+    pub events: u64,
+    /// Virtual time simulated (ms).
+    pub sim_ms: u64,
+    /// Invariant checks performed.
+    pub checks: u64,
+    /// Situations reached.
+    pub coverage: Coverage,
+    /// FNV hash of the whole trace (printed or not).
+    pub trace_hash: u64,
+    /// Trace lines.
+    pub trace_lines: u64,
+    /// Jobs by final status, over every home.
+    pub jobs: BTreeMap<String, u64>,
+    /// The first broken invariant, when it broke (virtual ms, event number) and the last
+    /// lines of the trace before it.
+    pub violation: Option<(Violation, u64, u64, Vec<String>)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ClientKind {
     Submit,
+    Status,
     Continue,
     Cancel,
-    ContinueAfterCancel(String),
-}
-
-#[derive(Clone, Debug)]
-enum Msg {
-    Claim {
-        seat: usize,
-        req: u64,
-    },
-    Claimed {
-        seat: usize,
-        req: u64,
-        effect: Option<ClaimedEffect>,
-    },
-    Complete {
-        seat: usize,
-        run: u64,
-        key: String,
-        token: u64,
-        outcome: Outcome,
-    },
-    CompleteAck {
-        seat: usize,
-        run: u64,
-    },
-    Renew {
-        seat: usize,
-        run: u64,
-        key: String,
-        token: u64,
-    },
-    Renewed {
-        seat: usize,
-        run: u64,
-        until: Option<u64>,
-    },
-    Cancel {
-        key: String,
-    },
-}
-
-impl Msg {
-    fn describe(&self) -> String {
-        match self {
-            Msg::Claim { seat, req } => format!("claim? s{seat} r{req}"),
-            Msg::Claimed { seat, req, effect } => match effect {
-                Some(e) => format!("claimed s{seat} r{req} {} tok {}", e.key, e.token),
-                None => format!("claimed s{seat} r{req} nothing"),
-            },
-            Msg::Complete {
-                seat, key, token, ..
-            } => format!("complete s{seat} {key} tok {token}"),
-            Msg::CompleteAck { seat, run } => format!("complete-ack s{seat} run {run}"),
-            Msg::Renew {
-                seat, key, token, ..
-            } => format!("renew? s{seat} {key} tok {token}"),
-            Msg::Renewed { seat, until, .. } => format!("renewed s{seat} {until:?}"),
-            Msg::Cancel { key } => format!("cancel {key}"),
-        }
-    }
 }
 
 #[derive(Clone, Debug)]
 enum Ev {
-    Client(Action),
-    Flush,
-    HomeTick,
+    Client {
+        node: usize,
+        kind: ClientKind,
+    },
+    Flush {
+        node: usize,
+        boot: u64,
+    },
+    Tick {
+        node: usize,
+        boot: u64,
+    },
+    Hop {
+        node: usize,
+        boot: u64,
+    },
     SeatPoll {
         node: usize,
+        boot: u64,
         seat: usize,
     },
     Finish {
         node: usize,
-        seat: usize,
+        boot: u64,
         run: u64,
     },
-    Renew {
+    SeatRenew {
         node: usize,
-        seat: usize,
-        run: u64,
-    },
-    Resend {
-        node: usize,
-        seat: usize,
+        boot: u64,
         run: u64,
     },
     Deliver {
         from: usize,
         to: usize,
-        msg: Box<Msg>,
+        conn: u64,
+        msg: Box<TopoMsg>,
+    },
+    Dial {
+        child: usize,
+    },
+    Noticed {
+        child: usize,
+        at_parent: bool,
+        conn: u64,
     },
     Crash {
         node: usize,
@@ -369,225 +149,348 @@ enum Ev {
         node: usize,
     },
     Partition {
-        worker: usize,
+        child: usize,
     },
-    Clog {
-        worker: usize,
+    Heal {
+        child: usize,
     },
     Quiet,
     SettleCheck,
 }
 
+/// Where an answer applied at a home goes.
+#[derive(Clone, Debug)]
+enum AnswerTo {
+    /// A client of this very node (`id` in the world's client table).
+    Client(u64),
+    /// Another node, through HopCore (`serve`).
+    Serve(u64),
+}
+
+/// What a home does once a batch is durable (the replies it waited for).
+#[derive(Clone, Debug)]
+enum Ack {
+    Answer {
+        to: AnswerTo,
+        request: Value,
+        /// `None`: a read, evaluated once everything before it is durable.
+        response: Option<Value>,
+    },
+    Claimed {
+        round: u64,
+        effects: Vec<ClaimedEffect>,
+    },
+    Renewed {
+        serve: u64,
+        result: Result<u64, String>,
+    },
+    Completed {
+        serve: u64,
+        result: Result<(), String>,
+    },
+    SeatRenewed {
+        run: u64,
+        until: Option<u64>,
+    },
+    SeatDone {
+        run: u64,
+    },
+}
+
 #[derive(Clone, Debug)]
 struct Run {
-    id: u64,
     key: String,
     token: u64,
     lease_until: u64,
     outcome: Outcome,
+    /// A local seat, or `None` for an effect placed here by the parent.
+    seat: Option<usize>,
+    finished: bool,
 }
 
-#[derive(Clone, Debug)]
-enum SeatState {
-    Idle,
-    Asking { req: u64, since: u64 },
-    Running(Run),
-    Reporting(Run),
-}
-
-#[derive(Clone, Debug)]
-enum Ack {
-    Submitted(String),
-    Remote { to: usize, msg: Msg },
-    LocalCompleted { seat: usize, run: u64 },
-}
-
-struct Home {
-    store: Arc<MemoryStore>,
-    path: Option<JobPath>,
-    seats: Vec<SeatState>,
-    acks: Vec<Ack>,
-    notices: Vec<Notice>,
+/// What a running node holds in memory (gone with a crash).
+struct Live {
+    path: JobPath,
+    host: HomeHost<Ack>,
+    hop: HopCore,
+    seats: Vec<Option<u64>>,
+    runs: BTreeMap<u64, Run>,
+    /// Notices of sealed batches, acted on once they are durable.
+    notices: Vec<(u64, Vec<Notice>)>,
+    last_sealed: u64,
     touched: BTreeSet<String>,
     flush_at: Option<u64>,
     tick_at: Option<u64>,
+    hop_at: Option<u64>,
 }
 
-struct Worker {
-    up: bool,
-    seats: Vec<SeatState>,
+struct Node {
+    name: String,
+    role: Role,
+    parent: Option<usize>,
+    children: Vec<usize>,
+    capabilities: Vec<String>,
+    tag: String,
+    seed: u64,
+    store: Arc<MemoryStore>,
+    checker: Checker,
+    boot: u64,
+    live: Option<Live>,
+    /// A crash that waits for the node's next unflushed write (a crash between commit
+    /// and flush is where durability bugs hide, and a random moment rarely lands there).
+    crash_on_write: bool,
 }
 
-/// What a run found.
+/// The link between a child and its parent: the current connection, and which
+/// connection each end believes is up (an end notices a broken one only after a
+/// keepalive delay).
+#[derive(Clone, Debug, Default)]
+struct LinkState {
+    conn: Option<u64>,
+    parent_sees: Option<u64>,
+    child_sees: Option<u64>,
+    dialing: bool,
+    partitioned_until: u64,
+}
+
+/// A request a client made and waits an answer for.
 #[derive(Clone, Debug)]
-pub struct Findings {
-    /// World events processed.
-    pub events: u64,
-    /// Virtual time simulated.
-    pub sim_ms: u64,
-    /// Invariant checks performed.
-    pub checks: u64,
-    /// Situations reached.
-    pub coverage: Coverage,
-    /// Hash of the trace.
-    pub trace_hash: u64,
-    /// Trace lines.
-    pub trace_lines: u64,
-    /// Jobs by final status.
-    pub jobs: BTreeMap<String, u64>,
-    /// The first broken invariant: what, when (virtual ms), after which event, and the
-    /// last trace lines.
-    pub violation: Option<(Violation, u64, u64, Vec<String>)>,
+struct ClientRequest {
+    node: usize,
+    request: Value,
+    asked_at: u64,
+}
+
+struct Profile {
+    net: NetProfile,
+    flush_delay_ms_max: u64,
+    crash_every_ms: Option<u64>,
+    partition_every_ms: Option<u64>,
+    /// Chance (percent) that a crashed node is back within a lease.
+    quick_restart_percent: u64,
+    fail_percent: u64,
+    slow_percent: u64,
+    hang_percent: u64,
+}
+
+fn profile(faults: Faults) -> Profile {
+    let net = |latency_ms_max, loss_percent, duplicate_percent| NetProfile {
+        latency_ms_min: 1,
+        latency_ms_max,
+        loss_percent,
+        duplicate_percent,
+    };
+    match faults {
+        Faults::None => Profile {
+            net: net(5, 0, 0),
+            flush_delay_ms_max: 2,
+            crash_every_ms: None,
+            partition_every_ms: None,
+            quick_restart_percent: 0,
+            fail_percent: 10,
+            slow_percent: 0,
+            hang_percent: 0,
+        },
+        Faults::Light => Profile {
+            net: net(20, 1, 1),
+            flush_delay_ms_max: 5,
+            crash_every_ms: Some(30_000),
+            partition_every_ms: Some(30_000),
+            quick_restart_percent: 30,
+            fail_percent: 10,
+            slow_percent: 5,
+            hang_percent: 1,
+        },
+        Faults::Heavy => Profile {
+            net: net(60, 5, 5),
+            flush_delay_ms_max: 20,
+            crash_every_ms: Some(6_000),
+            partition_every_ms: Some(6_000),
+            quick_restart_percent: 40,
+            fail_percent: 15,
+            slow_percent: 15,
+            hang_percent: 3,
+        },
+    }
+}
+
+fn node_name(i: usize, role: Role) -> String {
+    match role {
+        Role::Root => "root".to_owned(),
+        _ => format!("{}{i}", role.as_str()),
+    }
 }
 
 /// The world (see the module docs).
 pub struct World {
     opts: Options,
-    profile: Profile,
     rng: Rng,
+    net_rng: Rng,
     now: u64,
     seq: u64,
     queue: BTreeMap<(u64, u64), Ev>,
-    home: Home,
-    workers: Vec<Worker>,
+    nodes: Vec<Node>,
+    links: Vec<LinkState>,
     net: Net,
-    checker: Checker,
     coverage: Coverage,
     trace: Trace,
     flows: Vec<String>,
     quiet: bool,
     events: u64,
     next_id: u64,
+    next_conn: u64,
+    clients: BTreeMap<u64, ClientRequest>,
+    known_jobs: Vec<String>,
+    committed_by: BTreeMap<String, usize>,
     violation: Option<(Violation, u64, u64, Vec<String>)>,
     end_at: u64,
-    /// A home crash waiting for the next commit (to strike before its flush).
-    crash_armed: bool,
+    profile: Profile,
 }
-
-fn holder(node: usize, seat: usize) -> String {
-    if node == 0 {
-        format!("home/seat-{seat}")
-    } else {
-        format!("w{node}/seat-{seat}")
-    }
-}
-
-/// The moment the simulated epoch starts (a plausible wall-clock value; nothing reads a
-/// real clock).
-const T0: u64 = 1_700_000_000_000;
 
 impl World {
     /// Builds the world for `opts`.
     pub fn new(opts: Options) -> World {
         let profile = profile(opts.faults);
-        let mut rng = Rng::new(opts.seed);
-        let net = Net::new(profile.net.clone());
-        let nodes = opts.nodes.max(1);
-        let trace = Trace::new(opts.trace);
+        let mut rng = Rng::new(opts.seed ^ 0x7EE_7EE);
+        let layout = opts.shape.layout(opts.nodes);
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut tags = BTreeSet::new();
+        for (i, (role, parent)) in layout.iter().enumerate() {
+            let mut seed = opts.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
+            // Tags must be unique in a tree (a real node refuses to route an ambiguous
+            // one): the world picks seeds that give distinct tags...
+            let mut tag = loop {
+                let probe = MemoryStore::new();
+                let (path, _) = JobPath::open(&probe, JobPathConfig::default(), seed)
+                    .expect("a memory store opens");
+                if tags.insert(path.tag().to_owned()) {
+                    break path.tag().to_owned();
+                }
+                seed = seed.wrapping_add(0x9E37_79B9);
+            };
+            // ...unless the planted bug gives the first realm the root's.
+            #[cfg(feature = "mutations")]
+            if opts.planted(crate::options::Mutation::SharedTag) && *role == Role::Realm && i == 1
+            {
+                seed = nodes[0].seed;
+                tag = nodes[0].tag.clone();
+            }
+            let _ = &mut tag;
+            let capabilities = if *role == Role::Edge {
+                vec![CAPABILITIES[i % 2].to_owned()]
+            } else {
+                Vec::new()
+            };
+            nodes.push(Node {
+                name: node_name(i, *role),
+                role: *role,
+                parent: *parent,
+                children: Vec::new(),
+                capabilities,
+                tag,
+                seed,
+                store: Arc::new(MemoryStore::new()),
+                checker: Checker::default(),
+                boot: 0,
+                live: None,
+                crash_on_write: false,
+            });
+        }
+        for i in 0..nodes.len() {
+            if let Some(p) = nodes[i].parent {
+                nodes[p].children.push(i);
+            }
+        }
         let end_at = T0 + opts.fault_ms + opts.quiet_ms;
+        let links = vec![LinkState::default(); nodes.len()];
         let mut world = World {
+            net_rng: rng.fork(),
             rng: rng.fork(),
+            net: Net::new(profile.net.clone()),
+            trace: Trace::new(opts.trace),
             profile,
             now: T0,
             seq: 0,
             queue: BTreeMap::new(),
-            home: Home {
-                store: Arc::new(MemoryStore::new()),
-                path: None,
-                seats: vec![SeatState::Idle; SEATS],
-                acks: Vec::new(),
-                notices: Vec::new(),
-                touched: BTreeSet::new(),
-                flush_at: None,
-                tick_at: None,
-            },
-            workers: (1..nodes)
-                .map(|_| Worker {
-                    up: true,
-                    seats: vec![SeatState::Idle; SEATS],
-                })
-                .collect(),
-            net,
-            checker: Checker::default(),
+            nodes,
+            links,
             coverage: Coverage::default(),
-            trace,
             flows: Vec::new(),
             quiet: false,
             events: 0,
             next_id: 1,
+            next_conn: 1,
+            clients: BTreeMap::new(),
+            known_jobs: Vec::new(),
+            committed_by: BTreeMap::new(),
             violation: None,
             end_at,
-            crash_armed: false,
             opts,
         };
-        world.boot_home();
         let mut flow_rng = Rng::new(world.opts.seed ^ 0x5EED_F10E);
-        let path = world.home.path.as_mut().expect("booted");
-        for i in 0..FLOWS {
-            let name = format!("flow-{i}");
-            let source = terminating_flow(&mut flow_rng, &name);
-            path.add_definition(T0, &source, &format!("{name}.json"))
-                .expect("random flows are valid");
-            world.flows.push(name);
+        let sources: Vec<(String, String)> = (0..FLOWS)
+            .map(|i| {
+                let name = format!("flow-{i}");
+                (
+                    name.clone(),
+                    terminating_flow_with_needs(&mut flow_rng, &name, &CAPABILITIES),
+                )
+            })
+            .collect();
+        for i in 0..world.nodes.len() {
+            world.boot(i);
+            if let Some(live) = world.nodes[i].live.as_mut() {
+                for (name, source) in &sources {
+                    live.path
+                        .add_definition(T0, source, &format!("{name}.json"))
+                        .expect("random flows are valid");
+                }
+            }
+            world.commit(i);
         }
-        world.commit_pending();
-        world.schedule_flush();
+        world.flows = sources.into_iter().map(|(name, _)| name).collect();
         world.plan();
         world
     }
 
     fn plan(&mut self) {
         let fault_ms = self.opts.fault_ms.max(1);
-        let steps = self.opts.steps.max(1);
-        for _ in 0..steps {
-            let at = T0 + self.rng.below(fault_ms);
-            let action = match self.rng.below(10) {
-                0..=5 => Action::Submit,
-                6..=8 => Action::Continue,
-                _ => Action::Cancel,
+        let count = self.nodes.len();
+        for _ in 0..self.opts.steps.max(1) {
+            let at = T0 + 500 + self.rng.below(fault_ms);
+            let node = self.rng.below(count as u64) as usize;
+            let kind = match self.rng.below(10) {
+                0..=3 => ClientKind::Submit,
+                4..=5 => ClientKind::Status,
+                6..=8 => ClientKind::Continue,
+                _ => ClientKind::Cancel,
             };
-            self.at(at, Ev::Client(action));
+            self.at(at, Ev::Client { node, kind });
         }
-        let workers = self.workers.len();
-        let plan_every =
-            |world: &mut World, every: Option<u64>, make: &dyn Fn(&mut Rng) -> Option<Ev>| {
-                let Some(every) = every else { return };
-                let mut t = T0;
-                loop {
-                    t += world.rng.between(every / 2, every * 3 / 2);
-                    if t >= T0 + fault_ms {
-                        break;
-                    }
-                    if let Some(ev) = make(&mut world.rng) {
-                        world.at(t, ev);
-                    }
+        if let Some(every) = self.profile.crash_every_ms {
+            let mut t = T0;
+            loop {
+                t += self.rng.between(every / 2, every * 3 / 2);
+                if t >= T0 + fault_ms {
+                    break;
                 }
-            };
-        plan_every(self, self.profile.crash_home_every_ms, &|_| {
-            Some(Ev::Crash { node: 0 })
-        });
-        if workers > 0 {
-            plan_every(self, self.profile.crash_worker_every_ms, &|rng| {
-                Some(Ev::Crash {
-                    node: 1 + rng.below(workers as u64) as usize,
-                })
-            });
-            plan_every(self, self.profile.partition_every_ms, &|rng| {
-                Some(Ev::Partition {
-                    worker: 1 + rng.below(workers as u64) as usize,
-                })
-            });
-            plan_every(self, self.profile.clog_every_ms, &|rng| {
-                Some(Ev::Clog {
-                    worker: 1 + rng.below(workers as u64) as usize,
-                })
-            });
-        }
-        for seat in 0..SEATS {
-            self.at(T0, Ev::SeatPoll { node: 0, seat });
-            for node in 1..=workers {
-                self.at(T0, Ev::SeatPoll { node, seat });
+                let node = self.rng.below(count as u64) as usize;
+                self.at(t, Ev::Crash { node });
             }
+        }
+        if let Some(every) = self.profile.partition_every_ms {
+            let mut t = T0;
+            loop {
+                t += self.rng.between(every / 2, every * 3 / 2);
+                if t >= T0 + fault_ms {
+                    break;
+                }
+                let child = 1 + self.rng.below(count as u64 - 1) as usize;
+                self.at(t, Ev::Partition { child });
+            }
+        }
+        for child in 1..count {
+            self.at(T0 + 1, Ev::Dial { child });
         }
         self.at(T0 + fault_ms, Ev::Quiet);
     }
@@ -599,6 +502,11 @@ impl World {
 
     fn after(&mut self, delay: u64, ev: Ev) {
         self.at(self.now + delay, ev);
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
     }
 
     fn line(&mut self, node: usize, text: &str) {
@@ -616,55 +524,95 @@ impl World {
         }
     }
 
-    fn boot_home(&mut self) {
-        let config = JobPathConfig {
-            node: "home".to_owned(),
-            lease_ms: LEASE_MS,
-        };
-        match JobPath::open(&*self.home.store, config, self.opts.seed) {
-            Ok((mut path, report)) => {
-                if self.opts.mutation == Some(SimMutation::SkipFencing) {
-                    path.set_mutation(Some(Mutation::SkipFencing));
-                }
-                if report.timers_armed > 0 {
-                    self.coverage.hit("restart_with_parked_timers");
-                }
-                if report.effects_requeued > 0 {
-                    self.coverage.hit("restart_requeued_own_claims");
-                }
-                if !report.broken.is_empty() {
-                    let detail = format!(
-                        "jobs that do not replay after a restart: {:?}",
-                        report.broken
-                    );
-                    self.fail(Violation {
-                        invariant: "state_is_the_fold_of_the_journal",
-                        detail,
-                    });
-                }
-                let waiting = path
-                    .active_jobs()
-                    .filter(|j| j.status() == JobStatus::Waiting)
-                    .count();
-                if waiting > 0 {
-                    self.coverage.hit("restart_with_waiting_jobs");
-                }
-                self.home.path = Some(path);
-                if let Err(v) = self
-                    .checker
-                    .restarted(&self.home.store, self.home.path.as_ref().expect("just set"))
-                {
-                    self.fail(v);
-                }
-            }
-            Err(err) => self.fail(Violation {
-                invariant: "no_lost_acknowledged_job",
-                detail: format!("the home cannot reopen its store: {err}"),
-            }),
-        }
+    fn live(&self, i: usize) -> bool {
+        self.nodes[i].live.is_some()
     }
 
-    /// Runs to the end; returns what happened.
+    fn boot(&mut self, i: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        node.boot += 1;
+        let config = JobPathConfig {
+            node: node.name.clone(),
+            lease_ms: LEASE_MS,
+        };
+        let opened = JobPath::open(&*node.store, config, node.seed);
+        let (mut path, report) = match opened {
+            Ok(opened) => opened,
+            Err(err) => {
+                self.fail(Violation {
+                    invariant: "no_lost_acknowledged_job",
+                    detail: format!("node {i} cannot reopen its store: {err}"),
+                });
+                return;
+            }
+        };
+        #[cfg(feature = "mutations")]
+        if self.opts.planted(crate::options::Mutation::SkipFencing) {
+            path.set_mutation(Some(palm_actors::path::Mutation::SkipFencing));
+        }
+        let _ = &mut path;
+        if report.timers_armed > 0 {
+            self.coverage.hit("restart_with_parked_timers");
+        }
+        if report.effects_requeued > 0 {
+            self.coverage.hit("restart_requeued_own_claims");
+        }
+        if !report.broken.is_empty() {
+            self.fail(Violation {
+                invariant: "state_is_the_fold_of_the_journal",
+                detail: format!("node {i}: jobs that do not replay: {:?}", report.broken),
+            });
+        }
+        let node = &mut self.nodes[i];
+        if let Err(v) = node.checker.restarted(&node.store, &path) {
+            self.fail(v);
+        }
+        let node = &self.nodes[i];
+        #[allow(unused_mut)]
+        let mut hop = HopCore::new(
+            HopConfig {
+                name: node.name.clone(),
+                role: node.role,
+                tag: node.tag.clone(),
+                parent: node.parent.map(|p| self.nodes[p].name.clone()),
+                epoch: node.boot,
+                seed: node.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ node.boot,
+            },
+            now,
+        );
+        #[allow(unused_mut)]
+        let mut host = HomeHost::new();
+        #[cfg(feature = "mutations")]
+        {
+            if let Some(crate::options::Mutation::Hop(planted)) = self.opts.mutation {
+                hop.set_mutation(Some(planted));
+            }
+            if self.opts.planted(crate::options::Mutation::AckBeforeDurable) {
+                host.set_mutation(Some(palm_actors::host::HostMutation::AckBeforeDurable));
+            }
+        }
+        self.nodes[i].live = Some(Live {
+            path,
+            host,
+            hop,
+            seats: vec![None; SEATS],
+            runs: BTreeMap::new(),
+            notices: Vec::new(),
+            last_sealed: 0,
+            touched: BTreeSet::new(),
+            flush_at: None,
+            tick_at: None,
+            hop_at: None,
+        });
+        let boot = self.nodes[i].boot;
+        for seat in 0..SEATS {
+            self.after(0, Ev::SeatPoll { node: i, boot, seat });
+        }
+        self.arm_hop(i);
+    }
+
+    /// Runs to the end.
     pub fn run(mut self) -> Findings {
         while self.violation.is_none() {
             let Some(((time, _), ev)) = self.queue.pop_first() else {
@@ -684,17 +632,22 @@ impl World {
             self.judge_liveness();
         }
         let mut jobs = BTreeMap::new();
-        if let Some(path) = self.home.path.as_mut() {
-            for id in Checker::stored_jobs(&self.home.store) {
-                if let Ok(Some(record)) = path.record(&*self.home.store, &id) {
-                    *jobs.entry(record.status.as_str().to_owned()).or_default() += 1;
+        let mut checks = 0;
+        for node in &mut self.nodes {
+            checks += node.checker.checks;
+            let store = Arc::clone(&node.store);
+            if let Some(live) = node.live.as_mut() {
+                for id in Checker::stored_jobs(&store) {
+                    if let Ok(Some(record)) = live.path.record(&*store, &id) {
+                        *jobs.entry(record.status.as_str().to_owned()).or_default() += 1;
+                    }
                 }
             }
         }
         Findings {
             events: self.events,
             sim_ms: self.now - T0,
-            checks: self.checker.checks,
+            checks,
             coverage: self.coverage,
             trace_hash: self.trace.hash(),
             trace_lines: self.trace.lines(),
@@ -703,675 +656,337 @@ impl World {
         }
     }
 
+    fn current(&self, node: usize, boot: u64) -> bool {
+        self.nodes[node].boot == boot && self.live(node)
+    }
+
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Client(action) => self.client(action),
-            Ev::Flush => self.flush(),
-            Ev::HomeTick => self.home_tick(),
-            Ev::SeatPoll { node, seat } => self.seat_poll(node, seat),
-            Ev::Finish { node, seat, run } => self.finish(node, seat, run),
-            Ev::Renew { node, seat, run } => self.renew(node, seat, run),
-            Ev::Resend { node, seat, run } => self.resend(node, seat, run),
-            Ev::Deliver { from, to, msg } => self.deliver(from, to, *msg),
+            Ev::Client { node, kind } => self.client(node, kind),
+            Ev::Flush { node, boot } if self.current(node, boot) => self.flush(node),
+            Ev::Tick { node, boot } if self.current(node, boot) => self.tick(node),
+            Ev::Hop { node, boot } if self.current(node, boot) => {
+                if let Some(live) = self.nodes[node].live.as_mut() {
+                    live.hop_at = None;
+                }
+                self.with_hop(node, |hop, now| hop.handle_timeout(now));
+            }
+            Ev::SeatPoll { node, boot, seat } if self.current(node, boot) => {
+                self.seat_poll(node, seat)
+            }
+            Ev::Finish { node, boot, run } if self.current(node, boot) => self.finish(node, run),
+            Ev::SeatRenew { node, boot, run } if self.current(node, boot) => {
+                self.seat_renew(node, run)
+            }
+            Ev::Deliver {
+                from,
+                to,
+                conn,
+                msg,
+            } => self.deliver(from, to, conn, *msg),
+            Ev::Dial { child } => self.dial(child),
+            Ev::Noticed {
+                child,
+                at_parent,
+                conn,
+            } => self.noticed(child, at_parent, conn),
             Ev::Crash { node } => self.crash(node),
             Ev::Restart { node } => self.restart(node),
-            Ev::Partition { worker } => {
-                let until = self.now + self.rng.between(1_000, 8_000);
-                self.net.partition(0, worker, until);
-                self.coverage.hit("partition");
-                self.line(
-                    worker,
-                    &format!("PARTITION from home for {}ms", until - self.now),
-                );
-            }
-            Ev::Clog { worker } => {
-                let until = self.now + self.rng.between(500, 4_000);
-                self.net.clog(0, worker, until);
-                self.coverage.hit("clog");
-                self.line(
-                    worker,
-                    &format!("CLOG link to home for {}ms", until - self.now),
-                );
+            Ev::Partition { child } => self.partition(child),
+            Ev::Heal { child } => {
+                if self.links[child].conn.is_none() {
+                    self.after(0, Ev::Dial { child });
+                }
             }
             Ev::Quiet => {
                 self.quiet = true;
                 self.net.heal_all();
                 self.net.calm();
                 self.line(0, "QUIET faults stop; the network heals");
-                if self.home.path.is_none() {
-                    self.restart(0);
-                }
-                for node in 1..=self.workers.len() {
-                    if !self.workers[node - 1].up {
+                for node in 0..self.nodes.len() {
+                    self.links[node].partitioned_until = 0;
+                    if !self.live(node) {
                         self.restart(node);
                     }
+                }
+                for child in 1..self.nodes.len() {
+                    self.after(0, Ev::Dial { child });
                 }
                 self.after(SETTLE_CHECK_MS, Ev::SettleCheck);
             }
             Ev::SettleCheck => {
                 if self.settled() {
-                    self.line(0, "SETTLED every job is terminal or waits");
+                    self.line(0, "SETTLED");
                     self.queue.clear();
                 } else {
                     self.after(SETTLE_CHECK_MS, Ev::SettleCheck);
                 }
             }
+            // An event of a previous life of a node (it crashed since): gone with it.
+            _ => {}
         }
     }
 
-    // ----- the home's host duties: commit, flush, acknowledge, tick -----
+    // ----- hosting HopCore -----
 
-    /// Commits what the job path wrote (not yet durable) and takes its notices.
-    fn commit_pending(&mut self) {
-        let Some(path) = self.home.path.as_mut() else {
-            return;
-        };
-        let batch = path.take_batch();
-        let notices = path.take_notices();
-        for notice in &notices {
-            // The model learns at once that a claim is gone (its token is no longer the
-            // current one), even though the holder hears of it only after the flush.
-            if let Notice::CancelEffect { key, .. } = notice {
-                self.checker.claimed(key, 0);
-            }
-        }
-        self.home.notices.extend(notices);
-        if !batch.is_empty() {
-            self.home.touched.extend(Checker::touched(&batch));
-            if let Err(err) = self.home.store.commit(&batch) {
-                self.fail(Violation {
-                    invariant: "journals_only_grow",
-                    detail: format!("commit failed: {err}"),
-                });
-            }
-            if std::mem::take(&mut self.crash_armed) {
-                // Strike now, before this batch's flush (which comes at least 1 ms later).
-                self.coverage.hit("crash_mid_write");
-                self.at(self.now, Ev::Crash { node: 0 });
-                if self.home.flush_at.is_none() {
-                    self.home.flush_at = Some(self.now + 1);
-                    self.after(1, Ev::Flush);
-                }
-            }
-            self.schedule_flush();
-        }
-        if !self.home.acks.is_empty() || !self.home.notices.is_empty() {
-            self.schedule_flush();
-        }
-        if self.opts.mutation == Some(SimMutation::AckBeforeDurable) {
-            let acks: Vec<Ack> = self
-                .home
-                .acks
-                .iter()
-                .filter(|a| matches!(a, Ack::Submitted(_)))
-                .cloned()
-                .collect();
-            self.home.acks.retain(|a| !matches!(a, Ack::Submitted(_)));
-            for ack in acks {
-                self.acknowledge(ack);
-            }
-        }
-        self.arm_tick();
-    }
-
-    fn schedule_flush(&mut self) {
-        if self.home.flush_at.is_none() && self.home.path.is_some() {
-            let delay = self.rng.below(self.profile.flush_delay_ms_max + 1);
-            self.home.flush_at = Some(self.now + delay);
-            self.after(delay, Ev::Flush);
-        }
-    }
-
-    fn arm_tick(&mut self) {
-        let Some(path) = self.home.path.as_ref() else {
-            return;
-        };
-        let due = if path.has_resumes() {
-            Some(self.now)
-        } else {
-            path.next_deadline()
-        };
-        if let Some(due) = due
-            && self
-                .home
-                .tick_at
-                .is_none_or(|armed| due < armed || armed < self.now)
-        {
-            self.home.tick_at = Some(due);
-            self.at(due, Ev::HomeTick);
-        }
-    }
-
-    fn flush(&mut self) {
-        self.home.flush_at = None;
-        if self.home.path.is_none() {
-            return;
-        }
-        if let Err(err) = self.home.store.flush() {
-            self.fail(Violation {
-                invariant: "journals_only_grow",
-                detail: format!("flush failed: {err}"),
-            });
-            return;
-        }
-        let touched = std::mem::take(&mut self.home.touched);
-        let path = self.home.path.as_mut().expect("checked");
-        if let Err(v) = self.checker.flushed(&self.home.store, path, &touched) {
-            self.fail(v);
-            return;
-        }
-        for notice in std::mem::take(&mut self.home.notices) {
-            match notice {
-                Notice::EffectReady => {
-                    for seat in 0..SEATS {
-                        if matches!(self.home.seats[seat], SeatState::Idle) {
-                            self.after(0, Ev::SeatPoll { node: 0, seat });
-                        }
-                    }
-                }
-                Notice::CancelEffect { key, holder } => self.cancel_effect(&key, &holder),
-                Notice::JobChanged { job, status } => {
-                    if status.is_terminal() || status == JobStatus::Waiting {
-                        self.line(0, &format!("job {job} {status}"));
-                    }
-                    match status {
-                        JobStatus::Succeeded => self.coverage.hit("job_succeeded"),
-                        JobStatus::Failed => self.coverage.hit("job_failed"),
-                        JobStatus::Cancelled => self.coverage.hit("job_cancelled"),
-                        JobStatus::Waiting => self.coverage.hit("job_parked"),
-                        _ => {}
-                    }
-                }
-                Notice::PlacesWanted { .. } => {}
-                Notice::StartRefused { flow, reason } => {
-                    self.line(0, &format!("start of {flow} refused: {reason}"));
-                }
-            }
-        }
-        for ack in std::mem::take(&mut self.home.acks) {
-            self.acknowledge(ack);
-        }
-    }
-
-    fn acknowledge(&mut self, ack: Ack) {
-        match ack {
-            Ack::Submitted(job) => {
-                self.checker.acknowledged(&job);
-                self.line(0, &format!("ack submit {job}"));
-            }
-            Ack::Remote { to, msg } => self.send(0, to, msg),
-            Ack::LocalCompleted { seat, run } => {
-                if matches!(&self.home.seats[seat], SeatState::Reporting(r) if r.id == run) {
-                    self.home.seats[seat] = SeatState::Idle;
-                    self.after(0, Ev::SeatPoll { node: 0, seat });
-                }
-            }
-        }
-    }
-
-    fn cancel_effect(&mut self, key: &str, holder: &str) {
-        if let Some(seat) = holder
-            .strip_prefix("home/seat-")
-            .and_then(|s| s.parse::<usize>().ok())
-        {
-            if let Some(SeatState::Running(run)) = self.home.seats.get(seat)
-                && run.key == key
-            {
-                self.line(0, &format!("seat {seat} stops {key}"));
-                self.coverage.hit("local_effect_stopped");
-                self.home.seats[seat] = SeatState::Idle;
-                self.after(0, Ev::SeatPoll { node: 0, seat });
-            }
-            return;
-        }
-        if let Some(node) = holder
-            .strip_prefix('w')
-            .and_then(|rest| rest.split('/').next())
-            .and_then(|n| n.parse::<usize>().ok())
-        {
-            self.send(
-                0,
-                node,
-                Msg::Cancel {
-                    key: key.to_owned(),
-                },
-            );
-        }
-    }
-
-    fn home_tick(&mut self) {
-        self.home.tick_at = None;
+    /// Feeds HopCore one input (with the node's local facts current), then does
+    /// everything it asks, until it asks nothing more.
+    fn with_hop(&mut self, i: usize, input: impl FnOnce(&mut HopCore, u64)) {
         let now = self.now;
-        let Some(path) = self.home.path.as_mut() else {
+        let ready = self.nodes[i].capabilities.clone();
+        let Some(live) = self.nodes[i].live.as_mut() else {
             return;
         };
-        let fired = path.fire_timers(now);
-        let reaped = path.reap_leases(now);
-        let resumed = path.resume_yielded(now);
-        self.coverage.add("timer_fired", fired as u64);
-        self.coverage.add("lease_expired", reaped as u64);
-        self.coverage.add("job_resumed_after_yield", resumed as u64);
-        if reaped > 0 {
-            self.line(0, &format!("reaped {reaped} expired leases"));
-        }
-        self.commit_pending();
+        let busy = live.runs.values().filter(|r| r.seat.is_some()).count() as u32;
+        live.hop.set_local(LocalFacts {
+            ready,
+            seats: SEATS as u32,
+            busy,
+        });
+        input(&mut live.hop, now);
+        self.drain_hop(i);
     }
 
-    // ----- clients -----
-
-    fn client(&mut self, action: Action) {
+    fn drain_hop(&mut self, i: usize) {
         let now = self.now;
-        let Some(path) = self.home.path.as_mut() else {
-            self.coverage.hit("client_found_home_down");
-            self.line(0, "client: home is down");
-            return;
-        };
-        match action {
-            Action::Submit => {
-                let flow = self.rng.pick(&self.flows).clone();
-                let items: Vec<u64> = (0..self.rng.below(4)).map(|i| i + 1).collect();
-                let request = SubmitRequest {
-                    flow: FlowRef::Stored {
-                        name: flow.clone(),
-                        revision: None,
-                    },
-                    input: json!({ "items": items })
-                        .as_object()
-                        .cloned()
-                        .unwrap_or_default(),
-                    args: Vec::new(),
-                    started_by: None,
-                };
-                let store = Arc::clone(&self.home.store);
-                match path.submit(now, request, &*store) {
-                    Ok(submitted) => {
-                        self.line(
-                            0,
-                            &format!("submit {} {flow} → {}", submitted.job, submitted.status),
-                        );
-                        self.home.acks.push(Ack::Submitted(submitted.job));
-                    }
-                    Err(err) => self.line(0, &format!("submit refused: {err}")),
+        loop {
+            let Some(live) = self.nodes[i].live.as_mut() else {
+                return;
+            };
+            let Some(output) = live.hop.poll_output() else {
+                break;
+            };
+            match output {
+                HopOutput::Send { to, msg } => self.send(i, &to, msg),
+                HopOutput::Reply { id, reply } => self.client_reply(i, id, reply),
+                HopOutput::Apply { serve, request } => {
+                    let response = self.apply(i, &request.0);
+                    self.defer(
+                        i,
+                        Ack::Answer {
+                            to: AnswerTo::Serve(serve),
+                            request: request.0,
+                            response,
+                        },
+                    );
                 }
-            }
-            Action::Continue => {
-                let mut waiting: Vec<(String, palm_actors::bt::Parked)> = path
-                    .active_jobs()
-                    .flat_map(|j| {
-                        j.waiting_on()
-                            .iter()
-                            .map(|p| (j.id().to_owned(), p.clone()))
-                    })
-                    .collect();
-                waiting.sort_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
-                let store = Arc::clone(&self.home.store);
-                if waiting.is_empty() {
-                    let refused = path
-                        .continue_job(now, "nojob-1", "k", json!(1), &*store)
-                        .is_err();
-                    if refused {
-                        self.coverage.hit("continue_unknown_job_refused");
+                HopOutput::Claim {
+                    round,
+                    via,
+                    node,
+                    ready,
+                    max,
+                } => self.claim_for(i, round, &via, &node, &ready, max),
+                HopOutput::Release { key, token } => {
+                    let live = self.nodes[i].live.as_mut().expect("live");
+                    if live.host.release(&mut live.path, &key, token).is_ok() {
+                        self.coverage.hit("claim_released");
                     }
-                    return;
                 }
-                let (job, wait) = waiting[self.rng.below(waiting.len() as u64) as usize].clone();
-                let (key, input, kind) = match self.rng.below(10) {
-                    0 => ("no-such-key".to_owned(), json!(1), "wrong_key"),
-                    1 if wait.schema.is_some() => {
-                        (wait.key.clone(), json!("not a number"), "invalid_input")
-                    }
-                    _ => {
-                        let input = if wait.schema.is_some() {
-                            json!(self.rng.below(10))
-                        } else {
-                            json!({ "ok": true })
-                        };
-                        (wait.key.clone(), input, "right")
-                    }
-                };
-                match path.continue_job(now, &job, &key, input, &*store) {
-                    Ok(status) => {
-                        self.coverage.hit("continue_accepted");
-                        self.line(0, &format!("continue {job} {key} → {status}"));
-                    }
-                    Err(err) => {
-                        self.coverage.hit(match kind {
-                            "wrong_key" => "continue_wrong_key_refused",
-                            _ => "continue_invalid_input_refused",
+                HopOutput::Renew { serve, key, token } => {
+                    let live = self.nodes[i].live.as_mut().expect("live");
+                    live.host
+                        .renew(&mut live.path, now, &key, token, |result| Ack::Renewed {
+                            serve,
+                            result: result.map_err(|e| e.to_string()),
                         });
-                        if kind == "right" {
-                            self.fail(Violation {
-                                invariant: "liveness",
-                                detail: format!(
-                                    "a valid continue of {job} `{key}` was refused: {err}"
-                                ),
-                            });
-                        }
+                }
+                HopOutput::Complete {
+                    serve,
+                    key,
+                    token,
+                    outcome,
+                    node,
+                } => {
+                    let live = self.nodes[i].live.as_mut().expect("live");
+                    let mut verdict = None;
+                    live.host.complete(
+                        &mut live.path,
+                        now,
+                        &key,
+                        token,
+                        outcome,
+                        Some(node),
+                        |result| {
+                            verdict = Some(result.clone());
+                            Ack::Completed {
+                                serve,
+                                result: result.map(|_| ()).map_err(|e| e.to_string()),
+                            }
+                        },
+                    );
+                    if let Some(result) = verdict {
+                        self.completed(i, &key, token, result);
                     }
                 }
-            }
-            Action::Cancel => {
-                let mut jobs: Vec<String> = path.active_jobs().map(|j| j.id().to_owned()).collect();
-                jobs.sort();
-                let Some(job) = (!jobs.is_empty())
-                    .then(|| jobs[self.rng.below(jobs.len() as u64) as usize].clone())
-                else {
-                    return;
-                };
-                let store = Arc::clone(&self.home.store);
-                match path.cancel(now, &job, Some("sim".into()), &*store) {
-                    Ok(status) => {
-                        self.coverage.hit("cancel_accepted");
-                        self.line(0, &format!("cancel {job} → {status}"));
-                        if self.rng.chance(30) {
-                            let delay = self.rng.below(5);
-                            self.after(delay, Ev::Client(Action::ContinueAfterCancel(job)));
-                        }
-                    }
-                    Err(err) => self.line(0, &format!("cancel {job} refused: {err}")),
+                HopOutput::Start { effect, .. } => self.start_run(i, None, effect),
+                HopOutput::Stop { key, token, .. } => {
+                    let live = self.nodes[i].live.as_mut().expect("live");
+                    live.runs
+                        .retain(|_, r| !(r.seat.is_none() && r.key == key && r.token == token));
                 }
-            }
-            Action::ContinueAfterCancel(job) => {
-                let store = Arc::clone(&self.home.store);
-                if path
-                    .continue_job(now, &job, "w1", json!(1), &*store)
-                    .is_err()
-                {
-                    self.coverage.hit("continue_racing_cancel_refused");
+                HopOutput::Event(event) => {
+                    self.coverage.hit(event.kind);
+                    self.line(i, &format!("{}: {}", event.kind, event.text));
                 }
             }
         }
-        self.commit_pending();
+        self.commit(i);
+        self.arm_hop(i);
     }
 
-    // ----- seats -----
-
-    fn seats_of(&mut self, node: usize) -> Option<&mut Vec<SeatState>> {
-        if node == 0 {
-            self.home.path.as_ref()?;
-            Some(&mut self.home.seats)
-        } else {
-            let worker = self.workers.get_mut(node - 1)?;
-            worker.up.then_some(&mut worker.seats)
-        }
-    }
-
-    fn seat_poll(&mut self, node: usize, seat: usize) {
-        let now = self.now;
-        let Some(state) = self.seats_of(node).and_then(|s| s.get(seat)).cloned() else {
+    fn arm_hop(&mut self, i: usize) {
+        let boot = self.nodes[i].boot;
+        let Some(live) = self.nodes[i].live.as_mut() else {
             return;
         };
-        match state {
-            SeatState::Idle => {}
-            SeatState::Asking { since, .. } if now >= since + RETRY_MS => {
-                self.coverage.hit("claim_retried");
-            }
-            _ => return,
+        let Some(due) = live.hop.next_timeout() else {
+            return;
+        };
+        if live.hop_at.is_none_or(|armed| due < armed) {
+            live.hop_at = Some(due);
+            self.at(due, Ev::Hop { node: i, boot });
         }
-        if node == 0 {
-            let path = self.home.path.as_mut().expect("seats_of checked");
-            match path.claim(now, &holder(0, seat), &|_, _| true) {
-                Some(effect) => {
-                    self.checker.claimed(&effect.key, effect.token);
-                    self.commit_pending();
-                    self.start_run(0, seat, effect);
-                }
-                None => {
-                    let wait = self.rng.between(IDLE_POLL_MS / 2, IDLE_POLL_MS);
-                    self.after(wait, Ev::SeatPoll { node, seat });
-                }
+    }
+
+    // ----- links -----
+
+    fn parent_of(&self, child: usize) -> usize {
+        self.nodes[child].parent.expect("a child has a parent")
+    }
+
+    /// The child `child` dials its parent: a new connection replaces whatever each end
+    /// believed was up.
+    fn dial(&mut self, child: usize) {
+        let parent = self.parent_of(child);
+        self.links[child].dialing = false;
+        if !self.live(child)
+            || !self.live(parent)
+            || self.links[child].conn.is_some()
+            || self.links[child].partitioned_until > self.now
+        {
+            return;
+        }
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let link = &mut self.links[child];
+        if link.parent_sees.is_some() {
+            self.coverage.hit("link_replaced_before_noticed");
+        }
+        link.conn = Some(conn);
+        link.parent_sees = Some(conn);
+        link.child_sees = Some(conn);
+        let (parent_name, child_name) = (
+            self.nodes[parent].name.clone(),
+            self.nodes[child].name.clone(),
+        );
+        self.line(child, &format!("LINK up to n{parent} (conn {conn})"));
+        self.with_hop(parent, |hop, now| {
+            hop.handle_link(now, &child_name, Direction::Child, true)
+        });
+        self.with_hop(child, |hop, now| {
+            hop.handle_link(now, &parent_name, Direction::Parent, true)
+        });
+    }
+
+    fn redial(&mut self, child: usize, delay: u64) {
+        if !self.links[child].dialing {
+            self.links[child].dialing = true;
+            self.after(delay, Ev::Dial { child });
+        }
+    }
+
+    /// The connection between `child` and its parent breaks; each live end notices
+    /// after its own keepalive delay.
+    fn break_link(&mut self, child: usize) {
+        let Some(conn) = self.links[child].conn.take() else {
+            return;
+        };
+        let parent = self.parent_of(child);
+        for (end, at_parent) in [(parent, true), (child, false)] {
+            if self.live(end) {
+                let delay = self.rng.between(300, 2_500);
+                self.after(
+                    delay,
+                    Ev::Noticed {
+                        child,
+                        at_parent,
+                        conn,
+                    },
+                );
             }
+        }
+    }
+
+    fn noticed(&mut self, child: usize, at_parent: bool, conn: u64) {
+        let parent = self.parent_of(child);
+        let end = if at_parent { parent } else { child };
+        let alive = self.live(end);
+        let link = &mut self.links[child];
+        let sees = if at_parent {
+            &mut link.parent_sees
         } else {
-            let req = self.id();
-            self.workers[node - 1].seats[seat] = SeatState::Asking { req, since: now };
-            self.send(node, 0, Msg::Claim { seat, req });
-            self.after(RETRY_MS, Ev::SeatPoll { node, seat });
+            &mut link.child_sees
+        };
+        // A newer connection replaced it already: nothing to notice.
+        if *sees != Some(conn) || !alive {
+            return;
+        }
+        *sees = None;
+        let peer = if at_parent {
+            self.nodes[child].name.clone()
+        } else {
+            self.nodes[parent].name.clone()
+        };
+        let direction = if at_parent {
+            Direction::Child
+        } else {
+            Direction::Parent
+        };
+        self.with_hop(end, |hop, now| hop.handle_link(now, &peer, direction, false));
+        if !at_parent {
+            // The child's dialer tries again.
+            let delay = self.rng.between(100, 1_000);
+            self.redial(child, delay);
         }
     }
 
-    fn id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    fn start_run(&mut self, node: usize, seat: usize, effect: ClaimedEffect) {
-        let id = self.id();
-        let (outcome, duration) = self.workload(&effect.request);
+    fn partition(&mut self, child: usize) {
+        let parent = self.parent_of(child);
+        let until = self.now + self.rng.between(500, 6_000);
+        self.links[child].partitioned_until = until;
+        self.coverage.hit("partition");
         self.line(
-            node,
-            &format!(
-                "seat {seat} runs {} tok {} for {duration}ms",
-                effect.key, effect.token
-            ),
+            child,
+            &format!("PARTITION from n{parent} for {}ms", until - self.now),
         );
-        let run = Run {
-            id,
-            key: effect.key,
-            token: effect.token,
-            lease_until: effect.lease_until,
-            outcome,
-        };
-        if let Some(seats) = self.seats_of(node) {
-            seats[seat] = SeatState::Running(run);
-        }
-        self.after(
-            duration,
-            Ev::Finish {
-                node,
-                seat,
-                run: id,
-            },
-        );
-        self.after(
-            RENEW_MS,
-            Ev::Renew {
-                node,
-                seat,
-                run: id,
-            },
-        );
+        self.break_link(child);
+        self.at(until, Ev::Heal { child });
     }
 
-    /// What a claimed effect does and how long it takes.
-    fn workload(&mut self, request: &EffectRequest) -> (Outcome, u64) {
-        match request {
-            EffectRequest::Run { cmd, .. } => {
-                let fails = self.rng.chance(self.profile.fail_percent);
-                let duration = if !self.quiet && self.rng.chance(self.profile.hang_percent) {
-                    self.coverage.hit("workload_hung");
-                    self.rng.between(30_000, 90_000)
-                } else if !self.quiet && self.rng.chance(self.profile.slow_percent) {
-                    self.coverage.hit("workload_slow");
-                    self.rng.between(1_000, 4_000)
-                } else {
-                    self.rng.between(2, 200)
-                };
-                let exit_code = if fails { 1 } else { 0 };
-                (
-                    Outcome::Run(RunResult {
-                        exit_code: Some(exit_code),
-                        stdout: format!("{cmd}: {exit_code}\n"),
-                        stderr: String::new(),
-                        duration_ms: duration,
-                        timed_out: false,
-                        error: None,
-                    }),
-                    duration,
-                )
-            }
-            other => (
-                Outcome::Call {
-                    ok: false,
-                    value: Json::NULL,
-                    error: Some(format!(
-                        "no provider for a `{}` effect in the simulator",
-                        other.kind_name()
-                    )),
-                },
-                self.rng.between(1, 5),
-            ),
-        }
-    }
-
-    fn finish(&mut self, node: usize, seat: usize, run_id: u64) {
-        let now = self.now;
-        let Some(SeatState::Running(run)) = self.seats_of(node).and_then(|s| s.get(seat)).cloned()
-        else {
+    fn send(&mut self, from: usize, to: &str, msg: TopoMsg) {
+        let Some(to) = self.nodes.iter().position(|n| n.name == to) else {
             return;
         };
-        if run.id != run_id {
-            return;
-        }
-        if node == 0 {
-            let path = self.home.path.as_mut().expect("seats_of checked");
-            let result = path.complete(
-                now,
-                &run.key,
-                run.token,
-                run.outcome.clone(),
-                Some("home".into()),
-            );
-            self.completed(0, &run, result);
-            self.home.seats[seat] = SeatState::Reporting(run.clone());
-            self.home
-                .acks
-                .push(Ack::LocalCompleted { seat, run: run.id });
-            self.commit_pending();
+        let child = if self.nodes[from].parent == Some(to) {
+            from
+        } else if self.nodes[to].parent == Some(from) {
+            to
         } else {
-            self.workers[node - 1].seats[seat] = SeatState::Reporting(run.clone());
-            self.send_completion(node, seat, &run);
-            self.after(
-                RETRY_MS,
-                Ev::Resend {
-                    node,
-                    seat,
-                    run: run.id,
-                },
-            );
-        }
-    }
-
-    fn send_completion(&mut self, node: usize, seat: usize, run: &Run) {
-        self.send(
-            node,
-            0,
-            Msg::Complete {
-                seat,
-                run: run.id,
-                key: run.key.clone(),
-                token: run.token,
-                outcome: run.outcome.clone(),
-            },
-        );
-    }
-
-    fn completed(
-        &mut self,
-        node: usize,
-        run: &Run,
-        result: Result<palm_actors::path::Completed, CompleteError>,
-    ) {
-        match result {
-            Ok(completed) => {
-                self.coverage.hit("completion_recorded");
-                self.line(
-                    node,
-                    &format!(
-                        "completed {} tok {} → {}",
-                        run.key, run.token, completed.status
-                    ),
-                );
-                if let Err(v) = self.checker.completion_accepted(&run.key, run.token) {
-                    self.fail(v);
-                }
-            }
-            Err(CompleteError::StaleToken { .. }) => {
-                self.coverage.hit("stale_completion_refused");
-                self.line(
-                    node,
-                    &format!("completion of {} tok {} refused: stale", run.key, run.token),
-                );
-            }
-            Err(CompleteError::NotInFlight(_)) => {
-                self.coverage.hit("completion_not_in_flight_refused");
-            }
-        }
-    }
-
-    fn renew(&mut self, node: usize, seat: usize, run_id: u64) {
-        let now = self.now;
-        let Some(SeatState::Running(run)) = self.seats_of(node).and_then(|s| s.get(seat)).cloned()
-        else {
             return;
         };
-        if run.id != run_id {
-            return;
-        }
-        if node == 0 {
-            let path = self.home.path.as_mut().expect("seats_of checked");
-            match path.renew(now, &run.key, run.token) {
-                Ok(until) => {
-                    if let SeatState::Running(r) = &mut self.home.seats[seat] {
-                        r.lease_until = until;
-                    }
-                }
-                Err(_) => {
-                    self.coverage.hit("renewal_refused");
-                    self.home.seats[seat] = SeatState::Idle;
-                    self.after(0, Ev::SeatPoll { node, seat });
-                    self.commit_pending();
-                    return;
-                }
-            }
-            self.commit_pending();
+        let link = &self.links[child];
+        let sees = if child == from {
+            link.child_sees
         } else {
-            self.send(
-                node,
-                0,
-                Msg::Renew {
-                    seat,
-                    run: run.id,
-                    key: run.key.clone(),
-                    token: run.token,
-                },
-            );
-        }
-        self.after(
-            RENEW_MS,
-            Ev::Renew {
-                node,
-                seat,
-                run: run_id,
-            },
-        );
-    }
-
-    fn resend(&mut self, node: usize, seat: usize, run_id: u64) {
-        let Some(SeatState::Reporting(run)) =
-            self.seats_of(node).and_then(|s| s.get(seat)).cloned()
-        else {
+            link.parent_sees
+        };
+        // Sent on the connection this end believes in; if that one is dead, it is lost.
+        let Some(conn) = sees.filter(|c| link.conn == Some(*c)) else {
+            self.coverage.hit("message_on_dead_link");
             return;
         };
-        if run.id != run_id {
-            return;
-        }
-        self.coverage.hit("completion_resent");
-        self.send_completion(node, seat, &run);
-        self.after(
-            RETRY_MS,
-            Ev::Resend {
-                node,
-                seat,
-                run: run_id,
-            },
-        );
-    }
-
-    // ----- the network -----
-
-    fn send(&mut self, from: usize, to: usize, msg: Msg) {
-        let fate = self.net.send(&mut self.rng, self.now, from, to);
-        match fate {
+        match self.net.send(&mut self.net_rng, self.now, from, to) {
             Fate::Delivered(times) => {
                 if times.len() > 1 {
                     self.coverage.hit("message_duplicated");
@@ -1382,233 +997,815 @@ impl World {
                         Ev::Deliver {
                             from,
                             to,
+                            conn,
                             msg: Box::new(msg.clone()),
                         },
                     );
                 }
             }
-            Fate::Lost { partitioned } => {
-                self.coverage.hit(if partitioned {
-                    "message_cut_by_partition"
-                } else {
-                    "message_lost"
-                });
-            }
+            Fate::Lost { .. } => self.coverage.hit("message_lost"),
         }
     }
 
-    fn deliver(&mut self, from: usize, to: usize, msg: Msg) {
-        let now = self.now;
-        if to == 0 {
-            let Some(path) = self.home.path.as_mut() else {
-                self.coverage.hit("message_to_crashed_node");
-                return;
-            };
-            match msg {
-                Msg::Claim { seat, req } => {
-                    let effect = path.claim(now, &holder(from, seat), &|_, _| true);
-                    if let Some(effect) = &effect {
-                        self.checker.claimed(&effect.key, effect.token);
-                        self.line(
-                            0,
-                            &format!(
-                                "grant {} tok {} to w{from}/s{seat}",
-                                effect.key, effect.token
-                            ),
-                        );
-                    }
-                    self.home.acks.push(Ack::Remote {
-                        to: from,
-                        msg: Msg::Claimed { seat, req, effect },
-                    });
-                }
-                Msg::Complete {
-                    seat,
-                    run,
-                    key,
-                    token,
-                    outcome,
-                } => {
-                    let result =
-                        path.complete(now, &key, token, outcome.clone(), Some(format!("w{from}")));
-                    let model = Run {
-                        id: run,
-                        key,
-                        token,
-                        lease_until: 0,
-                        outcome,
-                    };
-                    self.completed(from, &model, result);
-                    self.home.acks.push(Ack::Remote {
-                        to: from,
-                        msg: Msg::CompleteAck { seat, run },
-                    });
-                }
-                Msg::Renew {
-                    seat,
-                    run,
-                    key,
-                    token,
-                } => {
-                    let until = path.renew(now, &key, token).ok();
-                    if until.is_none() {
-                        self.coverage.hit("renewal_refused");
-                    }
-                    self.home.acks.push(Ack::Remote {
-                        to: from,
-                        msg: Msg::Renewed { seat, run, until },
-                    });
-                }
-                other => self.line(0, &format!("home ignores {}", other.describe())),
-            }
-            self.commit_pending();
-            return;
-        }
-        let Some(worker) = self.workers.get_mut(to - 1).filter(|w| w.up) else {
+    fn deliver(&mut self, from: usize, to: usize, conn: u64, msg: TopoMsg) {
+        let child = if self.nodes[from].parent == Some(to) {
+            from
+        } else {
+            to
+        };
+        if !self.live(to) {
             self.coverage.hit("message_to_crashed_node");
             return;
+        }
+        if self.links[child].conn != Some(conn) {
+            self.coverage.hit("message_lost_with_its_connection");
+            return;
+        }
+        let peer = self.nodes[from].name.clone();
+        self.with_hop(to, |hop, now| hop.handle_frame(now, &peer, msg));
+    }
+
+    // ----- a home's host duties -----
+
+    fn defer(&mut self, i: usize, ack: Ack) {
+        if let Some(live) = self.nodes[i].live.as_mut() {
+            live.host.after_durable(ack);
+        }
+    }
+
+    /// Seals what the job path wrote (with the replies waiting for it), writes it to the
+    /// disk unflushed, and schedules the flush that makes it durable.
+    fn commit(&mut self, i: usize) {
+        let boot = self.nodes[i].boot;
+        let node = &mut self.nodes[i];
+        let Some(live) = node.live.as_mut() else {
+            return;
         };
-        match msg {
-            Msg::Claimed { seat, req, effect } => match (&worker.seats[seat], effect) {
-                (SeatState::Asking { req: asked, .. }, Some(effect)) if *asked == req => {
-                    self.start_run(to, seat, effect);
+        if !live.host.has_pending(&live.path) {
+            self.arm_tick(i);
+            return;
+        }
+        let seal = live.host.seal(&mut live.path);
+        for notice in &seal.notices {
+            if let Notice::CancelEffect { key, .. } = notice {
+                node.checker.claimed(key, 0);
+            }
+        }
+        if !seal.batch.is_empty() {
+            live.touched.extend(Checker::touched(&seal.batch));
+            let _ = node.store.commit(&seal.batch);
+        }
+        live.notices.push((seal.seq, seal.notices));
+        live.last_sealed = seal.seq;
+        let early = seal.early;
+        if live.flush_at.is_none() {
+            let delay = self.rng.below(self.profile.flush_delay_ms_max + 1);
+            let live = self.nodes[i].live.as_mut().expect("live");
+            live.flush_at = Some(self.now + delay);
+            self.after(delay, Ev::Flush { node: i, boot });
+        }
+        for ack in early {
+            self.acknowledge(i, ack);
+        }
+        // A crash waiting for a write lands before this one is flushed.
+        if let Some(flush_at) = self.nodes[i].live.as_ref().and_then(|l| l.flush_at)
+            && self.nodes[i].crash_on_write
+            && !self.quiet
+            && flush_at > self.now
+        {
+            self.nodes[i].crash_on_write = false;
+            let delay = self.rng.below(flush_at - self.now);
+            self.after(delay, Ev::Crash { node: i });
+            self.coverage.hit("crash_mid_flush");
+        }
+        self.arm_tick(i);
+    }
+
+    fn arm_tick(&mut self, i: usize) {
+        let boot = self.nodes[i].boot;
+        let now = self.now;
+        let Some(live) = self.nodes[i].live.as_mut() else {
+            return;
+        };
+        let due = if live.path.has_resumes() {
+            Some(now)
+        } else {
+            live.path.next_deadline()
+        };
+        if let Some(due) = due
+            && live.tick_at.is_none_or(|armed| due < armed || armed < now)
+        {
+            live.tick_at = Some(due);
+            self.at(due, Ev::Tick { node: i, boot });
+        }
+    }
+
+    fn flush(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let live = node.live.as_mut().expect("current");
+        live.flush_at = None;
+        let _ = node.store.flush();
+        let touched = std::mem::take(&mut live.touched);
+        // No dual truth: only the home — the node whose tag prefixes a job id — commits
+        // the job's events, and no job is committed by two nodes.
+        for job in &touched {
+            let tag = job_tag(job).unwrap_or_default();
+            if tag != self.nodes[i].tag {
+                let detail = format!("node {i} (tag {}) committed events of {job}", self.nodes[i].tag);
+                self.fail(Violation {
+                    invariant: "no_dual_truth",
+                    detail,
+                });
+                return;
+            }
+            match self.committed_by.get(job) {
+                Some(other) if *other != i => {
+                    self.fail(Violation {
+                        invariant: "no_dual_truth",
+                        detail: format!("{job} is committed by node {other} and node {i}"),
+                    });
+                    return;
                 }
-                (SeatState::Asking { req: asked, .. }, None) if *asked == req => {
-                    worker.seats[seat] = SeatState::Idle;
-                    let wait = self.rng.between(IDLE_POLL_MS / 2, IDLE_POLL_MS);
-                    self.after(wait, Ev::SeatPoll { node: to, seat });
-                }
-                (_, Some(effect)) => {
-                    // An answer to a question the seat no longer asks: the claim is
-                    // dropped and its lease will expire at home.
-                    self.coverage.hit("orphan_claim_dropped");
-                    self.line(to, &format!("drops orphan claim {}", effect.key));
-                }
-                _ => {}
-            },
-            Msg::CompleteAck { seat, run } => {
-                if matches!(&worker.seats[seat], SeatState::Reporting(r) if r.id == run) {
-                    worker.seats[seat] = SeatState::Idle;
-                    self.after(0, Ev::SeatPoll { node: to, seat });
-                } else {
-                    self.coverage.hit("duplicate_ack_ignored");
+                Some(_) => {}
+                None => {
+                    self.committed_by.insert(job.clone(), i);
                 }
             }
-            Msg::Renewed { seat, run, until } => {
-                if let SeatState::Running(r) = &mut worker.seats[seat]
-                    && r.id == run
-                {
-                    match until {
-                        Some(until) => r.lease_until = r.lease_until.max(until),
-                        None => {
-                            worker.seats[seat] = SeatState::Idle;
-                            self.after(0, Ev::SeatPoll { node: to, seat });
+        }
+        let node = &mut self.nodes[i];
+        let live = node.live.as_mut().expect("current");
+        if let Err(v) = node.checker.flushed(&node.store, &mut live.path, &touched) {
+            self.fail(v);
+            return;
+        }
+        let through = live.last_sealed;
+        let acks = live.host.durable(through);
+        let notices: Vec<Notice> = std::mem::take(&mut live.notices)
+            .into_iter()
+            .flat_map(|(_, n)| n)
+            .collect();
+        let mut work_ready = false;
+        for notice in notices {
+            match notice {
+                Notice::EffectReady => work_ready = true,
+                Notice::CancelEffect { key, token, holder } => self.cancel(i, &key, token, &holder),
+                Notice::JobChanged { status, .. } => match status {
+                    JobStatus::Succeeded => self.coverage.hit("job_succeeded"),
+                    JobStatus::Failed => self.coverage.hit("job_failed"),
+                    JobStatus::Cancelled => self.coverage.hit("job_cancelled"),
+                    JobStatus::Waiting => self.coverage.hit("job_parked"),
+                    _ => {}
+                },
+                Notice::PlacesWanted { .. } | Notice::StartRefused { .. } => {}
+            }
+        }
+        for ack in acks {
+            self.acknowledge(i, ack);
+        }
+        if work_ready && self.live(i) {
+            let boot = self.nodes[i].boot;
+            for seat in 0..SEATS {
+                if self.nodes[i].live.as_ref().is_some_and(|l| l.seats[seat].is_none()) {
+                    self.after(0, Ev::SeatPoll { node: i, boot, seat });
+                }
+            }
+            self.with_hop(i, |hop, now| hop.wake_placer(now));
+        }
+    }
+
+    /// A reply whose batch is durable goes out.
+    fn acknowledge(&mut self, i: usize, ack: Ack) {
+        let now = self.now;
+        match ack {
+            Ack::Answer {
+                to,
+                request,
+                response,
+            } => {
+                let response = response.unwrap_or_else(|| self.read(i, &request));
+                match to {
+                    AnswerTo::Client(id) => self.client_answer(i, id, Reply::Home(Json(response))),
+                    AnswerTo::Serve(serve) => {
+                        self.with_hop(i, |hop, now| hop.handle_applied(now, serve, Json(response)))
+                    }
+                }
+            }
+            Ack::Claimed { round, effects } => {
+                self.with_hop(i, |hop, now| hop.handle_claimed(now, round, effects))
+            }
+            Ack::Renewed { serve, result } => {
+                self.with_hop(i, |hop, now| hop.handle_renewed(now, serve, result))
+            }
+            Ack::Completed { serve, result } => {
+                self.with_hop(i, |hop, now| hop.handle_completed(now, serve, result))
+            }
+            Ack::SeatRenewed { run, until } => {
+                let Some(live) = self.nodes[i].live.as_mut() else {
+                    return;
+                };
+                match until {
+                    Some(until) => {
+                        if let Some(r) = live.runs.get_mut(&run) {
+                            r.lease_until = r.lease_until.max(until);
+                        }
+                    }
+                    None => {
+                        // Refused: the claim is not this seat's any more.
+                        if let Some(r) = live.runs.remove(&run)
+                            && let Some(seat) = r.seat
+                        {
+                            live.seats[seat] = None;
+                            self.coverage.hit("renewal_refused");
+                            let boot = self.nodes[i].boot;
+                            self.after(0, Ev::SeatPoll { node: i, boot, seat });
                         }
                     }
                 }
             }
-            Msg::Cancel { key } => {
-                let stopping: Vec<usize> = (0..SEATS)
-                    .filter(|seat| matches!(&worker.seats[*seat], SeatState::Running(r) if r.key == key))
-                    .collect();
-                for seat in stopping {
-                    self.workers[to - 1].seats[seat] = SeatState::Idle;
-                    self.coverage.hit("remote_effect_stopped");
-                    self.after(0, Ev::SeatPoll { node: to, seat });
+            Ack::SeatDone { run } => {
+                let Some(live) = self.nodes[i].live.as_mut() else {
+                    return;
+                };
+                if let Some(r) = live.runs.remove(&run)
+                    && let Some(seat) = r.seat
+                {
+                    live.seats[seat] = None;
+                    let boot = self.nodes[i].boot;
+                    self.after(0, Ev::SeatPoll { node: i, boot, seat });
                 }
             }
-            other => self.line(to, &format!("worker ignores {}", other.describe())),
         }
+        let _ = now;
+    }
+
+    fn cancel(&mut self, i: usize, key: &str, token: u64, holder: &str) {
+        if let Some(child) = holder.strip_prefix(palm_topology::CHILD_HOLDER_PREFIX) {
+            let child = child.to_owned();
+            self.with_hop(i, |hop, now| hop.cancel_placed(now, &child, key, token));
+            return;
+        }
+        let boot = self.nodes[i].boot;
+        let Some(live) = self.nodes[i].live.as_mut() else {
+            return;
+        };
+        let runs: Vec<u64> = live
+            .runs
+            .iter()
+            .filter(|(_, r)| r.key == key && r.token == token && r.seat.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        let mut freed = Vec::new();
+        for run in runs {
+            if let Some(r) = live.runs.remove(&run)
+                && let Some(seat) = r.seat
+            {
+                live.seats[seat] = None;
+                freed.push(seat);
+            }
+        }
+        for seat in freed {
+            self.coverage.hit("local_effect_stopped");
+            self.after(0, Ev::SeatPoll { node: i, boot, seat });
+        }
+    }
+
+    fn tick(&mut self, i: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        let store = Arc::clone(&node.store);
+        let live = node.live.as_mut().expect("current");
+        live.tick_at = None;
+        let ticked = live.host.tick(&mut live.path, now, &*store);
+        self.coverage.add("timer_fired", ticked.fired as u64);
+        self.coverage.add("lease_expired", ticked.reaped as u64);
+        self.coverage.add("job_resumed_after_yield", ticked.resumed as u64);
+        self.commit(i);
+    }
+
+    /// The claims of a placement round, for holder `child:VIA`: effects this home cannot
+    /// run whose needs the target offers.
+    fn claim_for(&mut self, i: usize, round: u64, via: &str, node: &str, ready: &[String], max: u32) {
+        let now = self.now;
+        let capabilities = self.nodes[i].capabilities.clone();
+        let node_ref = &mut self.nodes[i];
+        let live = node_ref.live.as_mut().expect("live");
+        let mut claimed = Vec::new();
+        live.host.claim_remote(
+            &mut live.path,
+            now,
+            &child_holder(via),
+            max as usize,
+            &|_, request: &EffectRequest| {
+                let needs = request.requirements();
+                !needs.iter().all(|n| capabilities.contains(n))
+                    && needs.iter().all(|n| ready.contains(n))
+            },
+            |effects| {
+                claimed = effects.clone();
+                Ack::Claimed { round, effects }
+            },
+        );
+        for effect in &claimed {
+            node_ref.checker.claimed(&effect.key, effect.token);
+        }
+        if !claimed.is_empty() {
+            self.coverage.hit(if via == node {
+                "effect_placed"
+            } else {
+                "effect_placed_deep"
+            });
+        }
+    }
+
+    /// Applies a request at its home; `None` for a read (evaluated once durable).
+    fn apply(&mut self, i: usize, request: &Value) -> Option<Value> {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        let store = Arc::clone(&node.store);
+        let live = node.live.as_mut().expect("live");
+        let nonce = request["nonce"].clone();
+        let job = request["job"].as_str().unwrap_or_default().to_owned();
+        let refused = |err: JobError| {
+            let kind = match &err {
+                JobError::UnknownJob(_) => "unknown_job",
+                JobError::Refused(palm_actors::job::ApplyError::NotWaitingOn { .. }) => {
+                    "not_waiting"
+                }
+                JobError::Refused(palm_actors::job::ApplyError::InvalidInput { .. }) => {
+                    "invalid_input"
+                }
+                JobError::Refused(palm_actors::job::ApplyError::Terminal { .. }) => "job_finished",
+                _ => "refused",
+            };
+            json!({"ok": false, "nonce": nonce, "error": {"kind": kind, "message": err.to_string()}})
+        };
+        Some(match request["op"].as_str().unwrap_or_default() {
+            "submit" => {
+                let submit = SubmitRequest {
+                    flow: FlowRef::Stored {
+                        name: request["flow"].as_str().unwrap_or_default().to_owned(),
+                        revision: None,
+                    },
+                    input: json!({"items": request["items"]})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                    args: Vec::new(),
+                    started_by: None,
+                };
+                match live.path.submit(now, submit, &*store) {
+                    Ok(submitted) => json!({"ok": true, "nonce": nonce,
+                        "result": {"job": submitted.job, "status": submitted.status}}),
+                    Err(err) => json!({"ok": false, "nonce": nonce,
+                        "error": {"kind": "refused", "message": err.to_string()}}),
+                }
+            }
+            "continue" => {
+                let key = request["key"].as_str().unwrap_or_default();
+                match live
+                    .path
+                    .continue_job(now, &job, key, request["input"].clone(), &*store)
+                {
+                    Ok(status) => {
+                        json!({"ok": true, "nonce": nonce, "result": {"job": job, "status": status}})
+                    }
+                    Err(err) => refused(err),
+                }
+            }
+            "cancel" => match live.path.cancel(now, &job, Some("sim".into()), &*store) {
+                Ok(status) => {
+                    json!({"ok": true, "nonce": nonce, "result": {"job": job, "status": status}})
+                }
+                Err(err) => refused(err),
+            },
+            _ => return None,
+        })
+    }
+
+    /// A status, read once everything before it is durable.
+    fn read(&mut self, i: usize, request: &Value) -> Value {
+        let node = &mut self.nodes[i];
+        let store = Arc::clone(&node.store);
+        let nonce = request["nonce"].clone();
+        let job = request["job"].as_str().unwrap_or_default();
+        let view = node
+            .live
+            .as_mut()
+            .and_then(|live| live.path.job_view(&*store, job).ok().flatten());
+        match view {
+            Some(view) => json!({"ok": true, "nonce": nonce,
+                "result": {"job": view.job, "status": view.status, "state": view.state}}),
+            None => json!({"ok": false, "nonce": nonce,
+                "error": {"kind": "unknown_job", "message": format!("unknown job {job}")}}),
+        }
+    }
+
+    // ----- clients -----
+
+    fn client(&mut self, node: usize, kind: ClientKind) {
+        if !self.live(node) {
+            self.coverage.hit("client_found_node_down");
+            return;
+        }
+        let nonce = self.id();
+        let (request, toward, view_of) = match kind {
+            ClientKind::Submit => {
+                let flow = self.rng.pick(&self.flows).clone();
+                let items: Vec<u64> = (0..self.rng.below(3)).map(|i| i + 1).collect();
+                (
+                    json!({"op": "submit", "flow": flow, "items": items, "nonce": nonce}),
+                    Toward::NewHome,
+                    None,
+                )
+            }
+            other => {
+                if self.known_jobs.is_empty() {
+                    return;
+                }
+                let job = self.rng.pick(&self.known_jobs).clone();
+                let request = match other {
+                    ClientKind::Status => json!({"op": "status", "job": job, "nonce": nonce}),
+                    ClientKind::Cancel => json!({"op": "cancel", "job": job, "nonce": nonce}),
+                    _ => {
+                        let (key, input) = self.continue_input(&job);
+                        json!({"op": "continue", "job": job, "key": key, "input": input, "nonce": nonce})
+                    }
+                };
+                let view_of = matches!(other, ClientKind::Status).then(|| job.clone());
+                (request, Toward::Job(job), view_of)
+            }
+        };
+        self.line(node, &format!("client: {request}"));
+        self.clients.insert(
+            nonce,
+            ClientRequest {
+                node,
+                request: request.clone(),
+                asked_at: self.now,
+            },
+        );
+        let route = RouteRequest {
+            toward,
+            view_of,
+            request: Json(request.clone()),
+            within_ms: CLIENT_WAIT_MS,
+        };
+        let mut routed = None;
+        self.with_hop(node, |hop, now| routed = Some(hop.handle_request(now, nonce, route)));
+        match routed {
+            Some(Routed::Here) => {
+                let response = self.apply(node, &request);
+                self.defer(
+                    node,
+                    Ack::Answer {
+                        to: AnswerTo::Client(nonce),
+                        request,
+                        response,
+                    },
+                );
+                self.commit(node);
+            }
+            Some(Routed::Now(reply)) => self.client_answer(node, nonce, reply),
+            Some(Routed::Away) | None => {}
+        }
+    }
+
+    /// A continue's key and input: mostly right (the client read the job's waits), now
+    /// and then a wrong key or an input its schema refuses.
+    fn continue_input(&mut self, job: &str) -> (String, Value) {
+        let home = self
+            .nodes
+            .iter()
+            .position(|n| Some(n.tag.as_str()) == job_tag(job));
+        let waits: Vec<palm_actors::bt::Parked> = home
+            .and_then(|h| self.nodes[h].live.as_ref())
+            .and_then(|live| live.path.active_job(job))
+            .map(|core| core.waiting_on().to_vec())
+            .unwrap_or_default();
+        if waits.is_empty() {
+            return (format!("w{}", 1 + self.rng.below(3)), json!({"ok": true}));
+        }
+        let wait = waits[self.rng.below(waits.len() as u64) as usize].clone();
+        match self.rng.below(10) {
+            0 => ("no-such-key".to_owned(), json!(1)),
+            1 if wait.schema.is_some() => (wait.key, json!("not a number")),
+            _ => {
+                let input = if wait.schema.is_some() {
+                    json!(self.rng.below(10))
+                } else {
+                    json!({"ok": true})
+                };
+                (wait.key, input)
+            }
+        }
+    }
+
+    fn client_reply(&mut self, i: usize, id: u64, reply: Reply) {
+        self.client_answer(i, id, reply);
+    }
+
+    fn client_answer(&mut self, i: usize, id: u64, reply: Reply) {
+        let Some(asked) = self.clients.remove(&id) else {
+            return;
+        };
+        debug_assert_eq!(asked.node, i);
+        let op = asked.request["op"].as_str().unwrap_or_default().to_owned();
+        match &reply {
+            Reply::Home(Json(response)) => {
+                // Marked as the home's: it must be the home's answer to *this* request.
+                if response["nonce"] != asked.request["nonce"] {
+                    self.fail(Violation {
+                        invariant: "no_projection_passed_off_as_the_home",
+                        detail: format!(
+                            "node {i} answered {op} #{id} as the home, with the answer to request {}",
+                            response["nonce"]
+                        ),
+                    });
+                    return;
+                }
+                let ok = response["ok"] == true;
+                let kind = response["error"]["kind"].as_str().unwrap_or_default();
+                match (op.as_str(), ok) {
+                    ("submit", true) => {
+                        let job = response["result"]["job"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned();
+                        if let Some(home) = self
+                            .nodes
+                            .iter()
+                            .position(|n| Some(n.tag.as_str()) == job_tag(&job))
+                        {
+                            self.nodes[home].checker.acknowledged(&job);
+                        }
+                        self.coverage.hit("submit_acknowledged");
+                        if self.nodes[i].role == Role::Edge {
+                            self.coverage.hit("submit_from_an_edge_acknowledged");
+                        }
+                        self.known_jobs.push(job);
+                    }
+                    ("continue", true) => self.coverage.hit("continue_accepted"),
+                    ("continue", false) => self.coverage.hit(match kind {
+                        "not_waiting" => "continue_wrong_key_refused",
+                        "invalid_input" => "continue_invalid_input_refused",
+                        "job_finished" => "continue_after_the_end_refused",
+                        _ => "continue_refused",
+                    }),
+                    ("cancel", true) => self.coverage.hit("cancel_accepted"),
+                    ("status", true) => self.coverage.hit("status_from_home"),
+                    _ => {}
+                }
+            }
+            Reply::Unreachable { at, view, .. } => {
+                self.coverage.hit("home_unreachable");
+                if view.is_some() {
+                    self.coverage.hit("projection_served");
+                    if *at != self.nodes[i].name {
+                        self.coverage.hit("home_loss_seen_two_hops_down");
+                    }
+                }
+            }
+            Reply::TooFar { .. } => self.coverage.hit("request_too_far"),
+        }
+        let waited = self.now - asked.asked_at;
+        self.line(i, &format!("client: {op} #{id} answered after {waited}ms"));
+    }
+
+    // ----- seats and runs -----
+
+    fn seat_poll(&mut self, i: usize, seat: usize) {
+        let now = self.now;
+        let boot = self.nodes[i].boot;
+        let capabilities = self.nodes[i].capabilities.clone();
+        let holder = format!("{}/seat-{seat}", self.nodes[i].name);
+        let node = &mut self.nodes[i];
+        let live = node.live.as_mut().expect("current");
+        if live.seats[seat].is_some() {
+            return;
+        }
+        let claimed = live.host.claim_local(&mut live.path, now, &holder, &|_, request| {
+            request
+                .requirements()
+                .iter()
+                .all(|need| capabilities.contains(need))
+        });
+        match claimed {
+            Some(effect) => {
+                node.checker.claimed(&effect.key, effect.token);
+                self.commit(i);
+                self.start_run(i, Some(seat), effect);
+            }
+            None => {
+                let wait = self.rng.between(IDLE_POLL_MS / 2, IDLE_POLL_MS);
+                self.after(wait, Ev::SeatPoll { node: i, boot, seat });
+            }
+        }
+    }
+
+    fn start_run(&mut self, i: usize, seat: Option<usize>, effect: ClaimedEffect) {
+        let id = self.id();
+        let boot = self.nodes[i].boot;
+        let (outcome, duration) = self.workload(&effect.request);
+        self.line(
+            i,
+            &format!(
+                "runs {} tok {} for {duration}ms{}",
+                effect.key,
+                effect.token,
+                if seat.is_none() { " (placed)" } else { "" }
+            ),
+        );
+        let live = self.nodes[i].live.as_mut().expect("live");
+        if let Some(seat) = seat {
+            live.seats[seat] = Some(id);
+        }
+        live.runs.insert(
+            id,
+            Run {
+                key: effect.key,
+                token: effect.token,
+                lease_until: effect.lease_until,
+                outcome,
+                seat,
+                finished: false,
+            },
+        );
+        self.after(duration, Ev::Finish { node: i, boot, run: id });
+        if seat.is_some() {
+            self.after(RENEW_MS, Ev::SeatRenew { node: i, boot, run: id });
+        }
+    }
+
+    fn workload(&mut self, request: &EffectRequest) -> (Outcome, u64) {
+        let fails = self.rng.chance(self.profile.fail_percent);
+        let duration = if !self.quiet && self.rng.chance(self.profile.hang_percent) {
+            self.coverage.hit("workload_hung");
+            self.rng.between(20_000, 60_000)
+        } else if !self.quiet && self.rng.chance(self.profile.slow_percent) {
+            self.coverage.hit("workload_slow");
+            self.rng.between(1_000, 4_000)
+        } else {
+            self.rng.between(2, 200)
+        };
+        let outcome = match request {
+            EffectRequest::Run { .. } => Outcome::Run(RunResult {
+                exit_code: Some(i32::from(fails)),
+                duration_ms: duration,
+                ..RunResult::default()
+            }),
+            _ => Outcome::Call {
+                ok: false,
+                value: Json::NULL,
+                error: Some("no provider in the simulator".into()),
+            },
+        };
+        (outcome, duration)
+    }
+
+    fn finish(&mut self, i: usize, run: u64) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        let live = node.live.as_mut().expect("current");
+        let Some(r) = live.runs.get_mut(&run).filter(|r| !r.finished) else {
+            return;
+        };
+        r.finished = true;
+        let r = r.clone();
+        match r.seat {
+            Some(_) => {
+                let mut verdict = None;
+                live.host.complete(
+                    &mut live.path,
+                    now,
+                    &r.key,
+                    r.token,
+                    r.outcome.clone(),
+                    None,
+                    |result| {
+                        verdict = Some(result);
+                        Ack::SeatDone { run }
+                    },
+                );
+                if let Some(result) = verdict {
+                    self.completed(i, &r.key, r.token, result);
+                }
+                self.commit(i);
+            }
+            None => {
+                live.runs.remove(&run);
+                let outcome = Some(r.outcome);
+                self.with_hop(i, |hop, now| hop.handle_finished(now, &r.key, r.token, outcome));
+            }
+        }
+    }
+
+    fn completed(
+        &mut self,
+        i: usize,
+        key: &str,
+        token: u64,
+        result: Result<palm_actors::path::Completed, CompleteError>,
+    ) {
+        match result {
+            Ok(_) => {
+                self.coverage.hit("completion_recorded");
+                if let Err(v) = self.nodes[i].checker.completion_accepted(key, token) {
+                    self.fail(v);
+                }
+            }
+            Err(CompleteError::StaleToken { .. }) => self.coverage.hit("stale_completion_refused"),
+            Err(_) => self.coverage.hit("completion_not_in_flight_refused"),
+        }
+    }
+
+    fn seat_renew(&mut self, i: usize, run: u64) {
+        let now = self.now;
+        let boot = self.nodes[i].boot;
+        let live = self.nodes[i].live.as_mut().expect("current");
+        let Some(r) = live.runs.get(&run).filter(|r| !r.finished).cloned() else {
+            return;
+        };
+        live.host
+            .renew(&mut live.path, now, &r.key, r.token, |result| Ack::SeatRenewed {
+                run,
+                until: result.ok(),
+            });
+        self.commit(i);
+        self.after(RENEW_MS, Ev::SeatRenew { node: i, boot, run });
     }
 
     // ----- crashes -----
 
-    fn crash(&mut self, node: usize) {
-        if node == 0 {
-            if self.home.path.is_none() {
-                return;
-            }
-            if self.home.store.unflushed() == 0
-                && !self.crash_armed
-                && !self.quiet
-                && self.rng.chance(self.profile.crash_mid_write_percent)
-            {
-                self.crash_armed = true;
-                return;
-            }
-            self.crash_armed = false;
-            let unflushed = self.home.store.unflushed();
-            let keep = if self.profile.partial_crash {
-                self.rng.below(unflushed as u64 + 1) as usize
-            } else {
-                0
-            };
-            self.home.store.crash_keeping(keep);
-            if keep < unflushed {
-                self.coverage.hit("crash_lost_unflushed_writes");
-            }
-            if keep > 0 {
-                self.coverage.hit("crash_kept_some_unflushed_writes");
-            }
-            if !self.home.acks.is_empty() {
-                self.coverage.hit("crash_dropped_acknowledgements");
-            }
-            let leased = self
-                .home
-                .path
-                .as_ref()
-                .map(|p| p.effects().values().filter(|r| r.claim.is_some()).count())
-                .unwrap_or(0);
-            if leased > 0 {
-                self.coverage.hit("crash_with_leases_held");
-            }
-            self.home.path = None;
-            self.home.seats = vec![SeatState::Idle; SEATS];
-            self.home.acks.clear();
-            self.home.notices.clear();
-            self.home.touched.clear();
-            self.home.flush_at = None;
-            self.home.tick_at = None;
-            self.line(
-                0,
-                &format!("CRASH home: {unflushed} unflushed batches, {keep} reach the disk"),
-            );
-        } else {
-            let Some(worker) = self.workers.get_mut(node - 1).filter(|w| w.up) else {
-                return;
-            };
-            worker.up = false;
-            worker.seats = vec![SeatState::Idle; SEATS];
-            self.coverage.hit("worker_crashed");
-            self.line(node, "CRASH worker");
+    fn crash(&mut self, i: usize) {
+        if !self.live(i) {
+            return;
         }
-        let delay = self.rng.between(200, 3_000);
-        self.after(delay, Ev::Restart { node });
+        let unflushed = self.nodes[i].store.unflushed();
+        if unflushed == 0 && !self.quiet && !self.nodes[i].crash_on_write && self.rng.chance(50) {
+            self.nodes[i].crash_on_write = true;
+            return;
+        }
+        self.nodes[i].crash_on_write = false;
+        let keep = self.rng.below(unflushed as u64 + 1) as usize;
+        self.nodes[i].store.crash_keeping(keep);
+        if keep < unflushed {
+            self.coverage.hit("crash_lost_unflushed_writes");
+        }
+        let held = self.nodes[i]
+            .live
+            .as_ref()
+            .is_some_and(|l| !l.runs.is_empty());
+        if held {
+            self.coverage.hit("crash_with_effects_running");
+        }
+        let placed_here = self.nodes[i]
+            .live
+            .as_ref()
+            .is_some_and(|l| l.hop.placed_leases().next().is_some());
+        if placed_here {
+            self.coverage.hit("crash_with_leases_held");
+        }
+        if keep > 0 {
+            self.coverage.hit("crash_kept_some_unflushed_writes");
+        }
+        self.coverage.hit(match self.nodes[i].role {
+            Role::Root => "root_crashed",
+            Role::Realm => "realm_crashed",
+            _ => "edge_crashed",
+        });
+        self.nodes[i].live = None;
+        self.line(i, &format!("CRASH ({unflushed} unflushed, {keep} kept)"));
+        // Every link of the node breaks; the other ends notice after a keepalive delay.
+        if self.nodes[i].parent.is_some() {
+            self.break_link(i);
+            self.links[i].child_sees = None;
+            self.links[i].dialing = false;
+        }
+        for child in self.nodes[i].children.clone() {
+            self.break_link(child);
+            self.links[child].parent_sees = None;
+        }
+        // Now and then a node is back within a lease (a kill -9 and a quick restart):
+        // its parent may not have noticed it went.
+        let delay = if self.rng.chance(self.profile.quick_restart_percent) {
+            self.coverage.hit("quick_restart");
+            self.rng.between(100, LEASE_MS / 2)
+        } else {
+            self.rng.between(500, 4_000)
+        };
+        self.after(delay, Ev::Restart { node: i });
     }
 
-    fn restart(&mut self, node: usize) {
-        if node == 0 {
-            if self.home.path.is_some() {
-                return;
-            }
-            self.boot_home();
-            self.line(0, "RESTART home from its disk");
-            self.commit_pending();
-            for seat in 0..SEATS {
-                self.after(0, Ev::SeatPoll { node: 0, seat });
-            }
-        } else {
-            let Some(worker) = self.workers.get_mut(node - 1) else {
-                return;
-            };
-            if worker.up {
-                return;
-            }
-            worker.up = true;
-            self.line(node, "RESTART worker");
-            for seat in 0..SEATS {
-                self.after(0, Ev::SeatPoll { node, seat });
-            }
+    fn restart(&mut self, i: usize) {
+        if self.live(i) {
+            return;
+        }
+        self.boot(i);
+        self.line(i, "RESTART from its disk");
+        self.commit(i);
+        if self.nodes[i].parent.is_some() {
+            let delay = self.rng.between(50, 300);
+            self.redial(i, delay);
         }
     }
 
@@ -1616,74 +1813,88 @@ impl World {
 
     fn check_leases(&mut self) {
         let now = self.now;
-        let mut live = Vec::new();
-        let mut collect = |node: usize, seats: &[SeatState]| {
-            for (seat, state) in seats.iter().enumerate() {
-                if let SeatState::Running(run) | SeatState::Reporting(run) = state
-                    && run.lease_until > now
-                {
-                    live.push((run.key.clone(), holder(node, seat)));
+        let mut live_leases = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(live) = node.live.as_ref() else {
+                continue;
+            };
+            for run in live.runs.values() {
+                if run.seat.is_some() && !run.finished && run.lease_until > now {
+                    live_leases.push((run.key.clone(), format!("n{i}/seat")));
                 }
             }
-        };
-        if self.home.path.is_some() {
-            collect(0, &self.home.seats);
-        }
-        for (i, worker) in self.workers.iter().enumerate() {
-            if worker.up {
-                collect(i + 1, &worker.seats);
+            for (key, _, until) in live.hop.placed_leases() {
+                if until > now {
+                    live_leases.push((key.to_owned(), format!("n{i}/placed")));
+                }
             }
         }
-        if let Err(v) = self.checker.leases(&live) {
+        let mut checker = Checker::default();
+        if let Err(v) = checker.leases(&live_leases) {
             self.fail(v);
         }
     }
 
-    fn settled(&mut self) -> bool {
-        let Some(path) = self.home.path.as_ref() else {
-            return false;
-        };
-        let busy = self
-            .home
-            .seats
-            .iter()
-            .chain(self.workers.iter().flat_map(|w| w.seats.iter()))
-            .any(|s| matches!(s, SeatState::Running(_) | SeatState::Reporting(_)));
-        !busy
-            && self.home.flush_at.is_none()
-            && path
-                .active_jobs()
-                .all(|j| j.status() == JobStatus::Waiting && !j.waiting_on().is_empty())
+    fn legitimately_blocked(&self, i: usize, core: &palm_actors::job::JobCore) -> bool {
+        let node = &self.nodes[i];
+        !core.engine().outstanding().is_empty()
+            && core.engine().outstanding().values().all(|o| {
+                let needs = o.request.requirements();
+                let here = needs.iter().all(|n| node.capabilities.contains(n));
+                // Blocked for good only when no node of the subtree offers the needs:
+                // placement reaches every depth.
+                !here && !self.subtree_offers(i, &needs)
+            })
+    }
+
+    fn subtree_offers(&self, i: usize, needs: &[String]) -> bool {
+        self.nodes[i].children.iter().any(|&c| {
+            needs.iter().all(|n| self.nodes[c].capabilities.contains(n))
+                || self.subtree_offers(c, needs)
+        })
+    }
+
+    fn settled_job(&self, i: usize, job: &palm_actors::job::JobCore) -> bool {
+        (job.status() == JobStatus::Waiting && !job.waiting_on().is_empty())
+            || self.legitimately_blocked(i, job)
+    }
+
+    fn settled(&self) -> bool {
+        self.nodes.iter().enumerate().all(|(i, node)| {
+            let Some(live) = node.live.as_ref() else {
+                return false;
+            };
+            live.runs.is_empty()
+                && live.flush_at.is_none()
+                && live.hop.placed_running() == 0
+                && live.path.active_jobs().all(|j| self.settled_job(i, j))
+        })
     }
 
     fn judge_liveness(&mut self) {
-        let Some(path) = self.home.path.as_mut() else {
-            return;
-        };
-        let mut stuck: Vec<String> = path
-            .active_jobs()
-            .filter(|j| j.status() != JobStatus::Waiting || j.waiting_on().is_empty())
-            .map(|j| {
-                let outstanding: Vec<&String> = j.engine().outstanding().keys().collect();
-                format!(
-                    "{} is {} with {outstanding:?} outstanding",
-                    j.id(),
-                    j.status()
-                )
-            })
-            .collect();
-        stuck.sort();
-        for job in self.checker.acknowledged_jobs() {
-            if !matches!(path.record(&*self.home.store, job), Ok(Some(_))) {
-                stuck.push(format!("{job} was acknowledged and is missing"));
+        let mut stuck = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let Some(live) = node.live.as_ref() else {
+                stuck.push(format!("node {i} is down at the end"));
+                continue;
+            };
+            for job in live.path.active_jobs() {
+                if !self.settled_job(i, job) {
+                    let outstanding: Vec<&String> = job.engine().outstanding().keys().collect();
+                    stuck.push(format!(
+                        "{} at node {i} is {} with {outstanding:?}",
+                        job.id(),
+                        job.status()
+                    ));
+                }
             }
         }
+        stuck.sort();
         if !stuck.is_empty() {
-            let quiet_s = self.opts.quiet_ms / 1000;
             self.fail(Violation {
                 invariant: "liveness",
                 detail: format!(
-                    "{} jobs neither terminal nor waiting after {quiet_s}s without faults: {}",
+                    "{} jobs neither terminal, waiting nor legitimately blocked after the faults: {}",
                     stuck.len(),
                     stuck.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
                 ),

@@ -1,12 +1,14 @@
-//! The simulator end to end: seeds pass on one and several nodes, a seed replays bit for
-//! bit, the invariants catch deliberate bugs (and the reported seed reproduces them),
-//! and the faults reach the situations they are meant to.
+//! The simulator end to end, on the default tree world (root, realm, edges under both)
+//! hosting the real `HopCore` and `HomeHost`: seeds pass on every shape, a seed replays
+//! bit for bit, and every planted bug is caught within the seeds CI runs, by the seed
+//! the report names, with a replay command that reproduces it.
 
-use palm_sim::{Faults, Options, SimMutation, run};
+use palm_sim::{Faults, Mutation, Options, Shape, run};
 
-fn options(seed: u64, nodes: usize, faults: Faults) -> Options {
+fn options(seed: u64, shape: Shape, nodes: usize, faults: Faults) -> Options {
     Options {
         seed,
+        shape,
         nodes,
         faults,
         ..Options::default()
@@ -14,184 +16,184 @@ fn options(seed: u64, nodes: usize, faults: Faults) -> Options {
 }
 
 #[test]
-fn seeds_pass_on_one_two_and_five_nodes() {
-    for (nodes, faults, seeds) in [
-        (1, Faults::Heavy, 0..40),
-        (2, Faults::Heavy, 0..40),
-        (5, Faults::Heavy, 0..20),
-        (2, Faults::Light, 0..20),
-        (2, Faults::None, 0..10),
+fn seeds_pass_on_the_tree_the_flat_world_and_a_chain() {
+    for (shape, nodes, faults, seeds) in [
+        (Shape::Tree, 6, Faults::Heavy, 0..6),
+        (Shape::Tree, 9, Faults::Heavy, 0..3),
+        (Shape::Flat, 4, Faults::Heavy, 0..4),
+        (Shape::Chain, 4, Faults::Heavy, 0..4),
+        (Shape::Tree, 6, Faults::Light, 0..3),
+        (Shape::Tree, 6, Faults::None, 0..2),
     ] {
         for seed in seeds {
-            let report = run(options(seed, nodes, faults));
+            let report = run(options(seed, shape, nodes, faults));
             assert!(
                 report.passed(),
-                "seed {seed}, {nodes} nodes, {faults:?}: {:?}\nreplay: {}",
+                "seed {seed}, {shape:?} of {nodes}, {faults:?}: {:?}\nreplay: {}",
                 report.findings.violation,
                 report.replay_command()
             );
-            assert!(report.findings.events > 100, "the world did something");
+            assert!(report.findings.events > 1_000, "the world did something");
             assert!(report.findings.checks > 0);
+            let jobs: u64 = report.findings.jobs.values().sum();
+            assert!(jobs > 0, "jobs were submitted and stored");
         }
+    }
+}
+
+#[test]
+fn the_tree_world_exercises_the_tree_protocol() {
+    let mut coverage = palm_sim::Coverage::default();
+    for seed in 0..4 {
+        let report = run(options(seed, Shape::Tree, 6, Faults::Heavy));
+        assert!(report.passed(), "{:?}", report.findings.violation);
+        coverage.merge(&report.findings.coverage);
+    }
+    let all = coverage.all();
+    for point in [
+        "forwarded",
+        "answer_relayed",
+        "placement_relayed",
+        "effect_placed_deep",
+        "report_relayed",
+        "home_unreachable",
+        "submit_from_an_edge_acknowledged",
+        "completion_recorded",
+        "link_replaced_before_noticed",
+    ] {
+        assert!(all[point] > 0, "{point} never reached in 4 seeds: {all:?}");
     }
 }
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    let a = run(options(11, 3, Faults::Heavy));
-    let b = run(options(11, 3, Faults::Heavy));
+    let a = run(options(11, Shape::Tree, 6, Faults::Heavy));
+    let b = run(options(11, Shape::Tree, 6, Faults::Heavy));
     assert_eq!(a.findings.trace_hash, b.findings.trace_hash);
     assert_eq!(a.findings.events, b.findings.events);
     assert_eq!(a.findings.sim_ms, b.findings.sim_ms);
     assert_eq!(a.findings.coverage, b.findings.coverage);
-    let c = run(options(12, 3, Faults::Heavy));
+    let c = run(options(12, Shape::Tree, 6, Faults::Heavy));
     assert_ne!(a.findings.trace_hash, c.findings.trace_hash);
 }
 
-/// Runs seeds with `mutation` until one breaks `invariant`; returns that seed's report.
-fn first_caught(mutation: SimMutation, nodes: usize, invariant: &str) -> palm_sim::Report {
-    for seed in 0..40 {
-        let mut opts = options(seed, nodes, Faults::Heavy);
+/// Runs the default world with `mutation` over the seeds CI runs (0..500) until one
+/// breaks an invariant; returns that seed's report.
+fn first_caught(mutation: Mutation) -> palm_sim::Report {
+    for seed in 0..500 {
+        let mut opts = Options {
+            seed,
+            ..Options::default()
+        };
         opts.mutation = Some(mutation);
         let report = run(opts);
-        if let Some((violation, ..)) = &report.findings.violation {
-            assert_eq!(violation.invariant, invariant, "{violation:?}");
+        if !report.passed() {
             return report;
         }
     }
-    panic!("{mutation:?} went unnoticed in 40 seeds");
+    panic!("{mutation:?} went unnoticed in seeds 0..500");
 }
 
-#[test]
-fn skipping_the_fencing_check_is_caught_and_replays() {
-    let caught = first_caught(
-        SimMutation::SkipFencing,
-        3,
-        "completion_only_from_the_current_lease",
+/// Each planted bug is caught, the report's replay command names the seed and the bug,
+/// the seed breaks the same invariant again, and without the bug it passes.
+fn caught_and_replayed(mutation: Mutation, invariants: &[&str]) {
+    let caught = first_caught(mutation);
+    let (violation, ..) = caught.findings.violation.as_ref().expect("caught");
+    assert!(
+        invariants.contains(&violation.invariant),
+        "{mutation:?} broke {} ({})",
+        violation.invariant,
+        violation.detail
     );
     let replay = caught.replay_command();
-    assert!(replay.contains("--mutate skip-fencing"), "{replay}");
-    assert!(replay.starts_with(&format!(
-        "palm sim --seed {} --nodes 3",
-        caught.options.seed
-    )));
+    assert!(
+        replay.contains(&format!("--mutation {}", mutation.as_str())),
+        "{replay}"
+    );
+    assert!(
+        replay.contains(&format!("--seed {} ", caught.options.seed)),
+        "{replay}"
+    );
     let again = run(caught.options.clone());
-    let (a, b) = (&caught.findings.violation, &again.findings.violation);
     assert_eq!(
-        a, b,
-        "the reported seed reproduces the same violation at the same event"
+        again.findings.violation.as_ref().map(|(v, at, ..)| (v.invariant, *at)),
+        caught
+            .findings
+            .violation
+            .as_ref()
+            .map(|(v, at, ..)| (v.invariant, *at)),
+        "the replay breaks the same invariant at the same moment"
     );
-    assert_eq!(caught.findings.trace_hash, again.findings.trace_hash);
-    // Without the mutation the same seed passes.
-    let mut healthy = caught.options.clone();
-    healthy.mutation = None;
-    assert!(run(healthy).passed());
-}
-
-#[test]
-fn acknowledging_before_durability_is_caught() {
-    let caught = first_caught(SimMutation::AckBeforeDurable, 1, "no_lost_acknowledged_job");
-    let (violation, ..) = caught.findings.violation.as_ref().expect("caught");
-    assert!(violation.detail.contains("acknowledged"), "{violation:?}");
-}
-
-#[test]
-fn heavy_faults_reach_the_situations_that_matter() {
-    let mut coverage = palm_sim::Coverage::default();
-    for seed in 0..30 {
-        coverage.merge(&run(options(seed, 3, Faults::Heavy)).findings.coverage);
-    }
-    let all = coverage.all();
-    for point in [
-        "crash_lost_unflushed_writes",
-        "crash_kept_some_unflushed_writes",
-        "crash_mid_write",
-        "crash_with_leases_held",
-        "lease_expired",
-        "stale_completion_refused",
-        "message_duplicated",
-        "message_lost",
-        "message_cut_by_partition",
-        "orphan_claim_dropped",
-        "restart_with_parked_timers",
-        "restart_with_waiting_jobs",
-        "continue_racing_cancel_refused",
-        "continue_wrong_key_refused",
-        "completion_resent",
-        "worker_crashed",
-        "job_succeeded",
-        "job_failed",
-        "job_cancelled",
-    ] {
-        assert!(all[point] > 0, "{point} was never reached: {all:?}");
-    }
-}
-
-fn tree(seed: u64, nodes: usize) -> Options {
-    Options {
-        seed,
-        nodes,
-        faults: Faults::Heavy,
-        shape: palm_sim::Shape::Tree,
-        ..Options::default()
-    }
-}
-
-#[test]
-fn trees_of_homes_pass_and_replay() {
-    for nodes in [3, 7, 10] {
-        for seed in 0..15 {
-            let report = run(tree(seed, nodes));
-            assert!(
-                report.passed(),
-                "seed {seed}, {nodes} nodes: {:?}\nreplay: {}",
-                report.findings.violation,
-                report.replay_command()
-            );
-        }
-    }
-    let a = run(tree(5, 7));
-    let b = run(tree(5, 7));
-    assert_eq!(a.findings.trace_hash, b.findings.trace_hash);
-    let coverage = a.findings.coverage.all();
-    for point in ["request_forwarded", "effect_placed", "home_unreachable"] {
-        assert!(coverage[point] > 0, "{point}: {coverage:?}");
-    }
-}
-
-fn tree_mutant_caught(mutation: SimMutation, invariant: &str) {
-    for seed in 0..40 {
-        let mut opts = tree(seed, 7);
-        opts.mutation = Some(mutation);
-        let report = run(opts.clone());
-        if let Some((violation, ..)) = &report.findings.violation {
-            assert_eq!(violation.invariant, invariant, "{violation:?}");
-            assert!(report.replay_command().contains("--shape tree"));
-            assert_eq!(
-                run(opts).findings.violation,
-                report.findings.violation,
-                "replays"
-            );
-            return;
-        }
-    }
-    panic!("{mutation:?} went unnoticed in 40 seeds");
-}
-
-#[test]
-fn a_realm_committing_for_a_job_homed_above_it_is_caught() {
-    tree_mutant_caught(SimMutation::SharedTag, "no_dual_truth");
-}
-
-#[test]
-fn a_relay_passing_a_duplicated_placement_down_again_is_caught() {
-    tree_mutant_caught(SimMutation::RelayTwice, "no_two_live_leases");
-}
-
-#[test]
-fn a_projection_served_as_valid_is_caught() {
-    tree_mutant_caught(
-        SimMutation::ProjectionAlwaysValid,
-        "no_invalid_projection_served_as_valid",
+    let mut clean = caught.options.clone();
+    clean.mutation = None;
+    let clean = run(clean);
+    assert!(
+        clean.passed(),
+        "seed {} without the bug: {:?}",
+        clean.options.seed,
+        clean.findings.violation
     );
+}
+
+#[test]
+fn a_child_that_forgets_a_placed_key_is_caught() {
+    caught_and_replayed(Mutation::Hop(palm_topology::HopMutation::SameKeyForgotten), &[
+        "no_two_live_leases",
+        "completion_recorded_at_most_once",
+    ]);
+}
+
+#[test]
+fn a_home_that_releases_without_a_refusal_is_caught() {
+    caught_and_replayed(
+        Mutation::Hop(palm_topology::HopMutation::ReleaseWithoutRefusal),
+        &["no_two_live_leases", "completion_recorded_at_most_once"],
+    );
+}
+
+#[test]
+fn placing_again_after_a_reconnect_is_caught() {
+    caught_and_replayed(
+        Mutation::Hop(palm_topology::HopMutation::DoublePlacementAfterReconnect),
+        &["no_two_live_leases", "completion_recorded_at_most_once"],
+    );
+}
+
+#[test]
+fn a_projection_passed_off_as_the_home_is_caught() {
+    caught_and_replayed(
+        Mutation::Hop(palm_topology::HopMutation::ProjectionAlwaysValid),
+        &["no_projection_passed_off_as_the_home"],
+    );
+}
+
+#[test]
+fn acknowledging_before_durable_is_caught() {
+    caught_and_replayed(Mutation::AckBeforeDurable, &[
+        "no_lost_acknowledged_job",
+        "journals_only_grow",
+        "no_two_live_leases",
+        "completion_recorded_at_most_once",
+    ]);
+}
+
+#[test]
+fn skipping_the_fencing_check_is_caught() {
+    caught_and_replayed(Mutation::SkipFencing, &[
+        "completion_only_from_the_current_lease",
+        "completion_recorded_at_most_once",
+    ]);
+}
+
+#[test]
+fn two_homes_sharing_a_tag_are_caught() {
+    caught_and_replayed(Mutation::SharedTag, &["no_dual_truth"]);
+}
+
+#[test]
+fn a_relay_that_passes_every_copy_down_is_caught() {
+    caught_and_replayed(Mutation::Hop(palm_topology::HopMutation::RelayTwice), &[
+        "no_two_live_leases",
+        "completion_recorded_at_most_once",
+    ]);
 }

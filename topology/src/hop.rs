@@ -548,6 +548,15 @@ impl HopCore {
             .count()
     }
 
+    /// Placed effects running here, with their leases as last renewed:
+    /// `(key, token, lease_until)`.
+    pub fn placed_leases(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+        self.runs
+            .iter()
+            .filter(|(_, run)| matches!(run.state, RunState::Running))
+            .map(|(key, run)| (key.as_str(), run.token, run.lease_until))
+    }
+
     /// Effects this home placed on its subtree and has not heard the end of.
     pub fn placed_out(&self) -> usize {
         self.placed_out.len()
@@ -1867,7 +1876,12 @@ impl HopCore {
                     );
                     return;
                 }
-                if now >= *next_try && run.asking.is_none() {
+                if run.asking.is_some() {
+                    // An answer (or its loss) re-arms this timer; until then only giving
+                    // up is due.
+                    let at = *give_up_at;
+                    self.arm(at, Timer::Run(key.to_owned()));
+                } else if now >= *next_try {
                     self.report(now, key);
                 } else {
                     let at = (*next_try).min(*give_up_at);

@@ -277,6 +277,8 @@ pub enum Notice {
     CancelEffect {
         /// Effect key.
         key: String,
+        /// Fencing token of the claim to stop (a newer claim of the key is spared).
+        token: u64,
         /// Claim holder.
         holder: String,
     },
@@ -1362,6 +1364,7 @@ impl JobPath {
                     if cancelled {
                         self.notices.push(Notice::CancelEffect {
                             key: key.to_owned(),
+                            token: claim.token,
                             holder: claim.holder.clone(),
                         });
                     }
@@ -1673,6 +1676,7 @@ impl JobPath {
                 Some(claim) if claim.lease_until == until => {
                     self.notices.push(Notice::CancelEffect {
                         key: key.clone(),
+                        token: claim.token,
                         holder: claim.holder,
                     });
                     self.batch

@@ -21,17 +21,17 @@ pub const WAIT_MS_MAX: u64 = 24 * 3600 * 1000;
 /// Answers one request: at the job's home (over the tree's links when that is another
 /// node), else through this node's organs.
 pub async fn dispatch(genome: &Arc<Genome>, request: Request) -> Response {
-    dispatch_hops(genome, request, 0).await
-}
-
-/// [`dispatch`] for a request that already came `hops` links.
-pub async fn dispatch_hops(genome: &Arc<Genome>, request: Request, hops: u32) -> Response {
-    if let Some(answer) = crate::hop::route(genome, &request, hops).await {
+    if let Some(answer) = crate::hop::route(genome, &request).await {
         return answer;
     }
+    dispatch_here(genome, request).await
+}
+
+/// Answers a request at this node, which is its home (or which it is not about a job).
+pub async fn dispatch_here(genome: &Arc<Genome>, request: Request) -> Response {
     if let Request::Tree = request {
         return Response::ok(match genome.tree.get() {
-            Some(tree) => tree.hop.view(),
+            Some(tree) => tree.hop.view().await,
             None => serde_json::json!({
                 "node": genome.info.name,
                 "role": genome.info.profile,

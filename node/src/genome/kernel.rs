@@ -122,7 +122,7 @@ struct Sealed {
     batch: WriteBatch,
     replies: Vec<Deferred>,
     wake_seats: bool,
-    cancels: Vec<(String, String)>,
+    cancels: Vec<(String, String, u64)>,
     places: Vec<PlacesMsg>,
 }
 
@@ -373,9 +373,9 @@ impl KernelState {
                     job,
                     places: wanted,
                 }),
-                Notice::CancelEffect { key, holder } => {
-                    debug!(key, holder, "cancel effect");
-                    cancels.push((key, holder));
+                Notice::CancelEffect { key, holder, token } => {
+                    debug!(key, holder, token, "cancel effect");
+                    cancels.push((key, holder, token));
                 }
                 Notice::StartRefused { flow, reason } => {
                     warn!(flow, reason, "interest did not start its flow");
@@ -489,16 +489,23 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
 
 /// What follows a durable batch: cancel halted effects, wake the seats, answer.
 fn complete(genome: &Genome, sealed: Sealed) {
-    for (key, holder) in &sealed.cancels {
+    let tree = genome.tree.get();
+    for (key, holder, token) in &sealed.cancels {
         match holder.strip_prefix(crate::hop::CHILD_HOLDER_PREFIX) {
             // Placed on a child: tell it (over the link) to stop.
-            Some(child) => crate::hop::cancel_placed(genome, child, key),
+            Some(child) => {
+                if let Some(tree) = tree {
+                    tree.hop.cancel_placed(child, key, *token);
+                }
+            }
             None => genome.seats.cancel(key),
         }
     }
     if sealed.wake_seats {
         genome.seats.notify.notify_waiters();
-        crate::hop::wake_placer(genome);
+        if let Some(tree) = tree {
+            tree.hop.wake();
+        }
     }
     for message in sealed.places {
         genome.places.tell(message);
