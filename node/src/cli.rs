@@ -346,7 +346,6 @@ pub enum InterestsCommand {
     List,
 }
 
-
 /// `palm token ...`.
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {

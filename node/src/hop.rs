@@ -193,7 +193,10 @@ impl Hop {
         });
         if !sent {
             // Its lease still ends it: the child stops when renewals are refused.
-            warn!(key, child, "the hop task is busy; the cancel waits for the lease");
+            warn!(
+                key,
+                child, "the hop task is busy; the cancel waits for the lease"
+            );
         }
     }
 
@@ -301,7 +304,8 @@ impl HopTask {
                 let (frames, queue) = mpsc::channel(OUTBOX);
                 tokio::spawn(write_frames(link, queue));
                 // A newer connection replaces the older (whose writer ends with it).
-                self.links.insert(peer.clone(), LinkOut { connection, frames });
+                self.links
+                    .insert(peer.clone(), LinkOut { connection, frames });
                 core.handle_link(now, &peer, direction, true);
             }
             HopIn::LinkDown {
@@ -449,7 +453,12 @@ impl HopTask {
         let (stop, cancel) = watch::channel(false);
         let id = (effect.key.clone(), effect.token);
         self.placed.insert(id, stop);
-        info!(key = effect.key, token = effect.token, home, "running a placed effect");
+        info!(
+            key = effect.key,
+            token = effect.token,
+            home,
+            "running a placed effect"
+        );
         let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
         tokio::spawn(async move {
             let outcome = runner::execute(&genome, &PlacedHost, &effect, cancel).await;
@@ -468,7 +477,10 @@ impl HopTask {
 async fn write_frames(link: palm_transport::Link<TreeMsg>, mut queue: mpsc::Receiver<TopoMsg>) {
     while let Some(msg) = queue.recv().await {
         if let Err(err) = link.send(TreeMsg::Topo(msg)).await {
-            debug!(peer = link.peer().name, "link closed under the writer: {err}");
+            debug!(
+                peer = link.peer().name,
+                "link closed under the writer: {err}"
+            );
             return;
         }
     }
@@ -519,7 +531,12 @@ impl EffectHost for PlacedHost {
     }
 }
 
-async fn claim_for(genome: &Genome, via: &str, ready: Vec<String>, max: usize) -> Vec<ClaimedEffect> {
+async fn claim_for(
+    genome: &Genome,
+    via: &str,
+    ready: Vec<String>,
+    max: usize,
+) -> Vec<ClaimedEffect> {
     let Some(kernel) = genome.kernel() else {
         return Vec::new();
     };
@@ -668,8 +685,15 @@ fn answer(reply: Reply) -> Response {
             } else {
                 format!("{reason} (at `{at}`)")
             };
+            // What the hops remember is the home's last answer (a whole response);
+            // its result is the job as it was then.
+            let view = view
+                .map(|Json(answer)| answer)
+                .filter(|answer| answer["ok"] == true)
+                .and_then(|mut answer| answer.get_mut("result").map(Value::take))
+                .filter(is_job_view);
             match view {
-                Some(Json(mut view)) if view.is_object() => {
+                Some(mut view) => {
                     if let Some(object) = view.as_object_mut() {
                         object.insert("projection".into(), json!("invalid"));
                         object.insert("home_unreachable_since".into(), json!(since));

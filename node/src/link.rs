@@ -805,7 +805,9 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                         }
                     }
                 }
-                tree.hop.link_up(topo_direction(peer.direction), &link).await;
+                tree.hop
+                    .link_up(topo_direction(peer.direction), &link)
+                    .await;
                 tokio::spawn(serve(Arc::clone(&tree), peer.name.clone(), inbound));
             }
             LinkEvent::LinkDown {
@@ -886,7 +888,11 @@ async fn serve(tree: Arc<Tree>, peer: String, mut inbound: mpsc::Receiver<Inboun
             } => {
                 // The tree protocol is one-way frames; a request carrying one is a peer
                 // speaking another version. Dropped: its sender's deadline answers it.
-                debug!(peer, kind = body.kind(), "topology frame sent as a request; dropped");
+                debug!(
+                    peer,
+                    kind = body.kind(),
+                    "topology frame sent as a request; dropped"
+                );
             }
             Inbound::Request { body, responder } => {
                 let _ = responder.respond(body).await;

@@ -100,6 +100,22 @@ pub fn print_status(out: &Output, view: &Value) {
         text(view, "revision"),
         out.status(&status)
     );
+    if view["projection"] == "invalid" {
+        // Served from this node's memory while the job's home is cut off: say so first.
+        let since = view["home_unreachable_since"]
+            .as_u64()
+            .map(|ms| format!(" since {}", age(ms)))
+            .unwrap_or_default();
+        println!(
+            "  {}",
+            out.bold(&format!(
+                "projection invalid: the home is unreachable{since}; this is its last known state"
+            ))
+        );
+        if let Some(why) = view.get("unreachable").and_then(Value::as_str) {
+            println!("    {}", out.dim(why));
+        }
+    }
     if let Some(error) = view.get("error").and_then(Value::as_str) {
         println!("  error  {error}");
     }
@@ -566,4 +582,17 @@ pub fn print_node_tree(out: &Output, v: &Value) {
         );
     }
     node(out, &v["tree"], 0);
+}
+
+/// How long ago `at_ms` (ms since the epoch) was, in words: `12 s ago`, `3 min ago`.
+fn age(at_ms: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let secs = now.saturating_sub(at_ms) / 1000;
+    match secs {
+        0..=119 => format!("{secs} s ago"),
+        120..=7199 => format!("{} min ago", secs / 60),
+        _ => format!("{} h ago", secs / 3600),
+    }
 }

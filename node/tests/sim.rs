@@ -47,7 +47,9 @@ fn the_flat_world_and_a_chain_pass_too() {
     for (shape, nodes) in [("flat", "4"), ("chain", "5"), ("tree", "9")] {
         let ran = palm(
             data.path(),
-            &["sim", "--seeds", "0..6", "--shape", shape, "--nodes", nodes, "--json"],
+            &[
+                "sim", "--seeds", "0..6", "--shape", shape, "--nodes", nodes, "--json",
+            ],
         );
         assert_eq!(ran.code, 0, "{shape}: {}", ran.stderr);
         let summary = ran.json();
@@ -98,9 +100,16 @@ fn the_production_binary_carries_no_planted_bug() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree runs");
-    assert!(tree.status.success(), "{}", String::from_utf8_lossy(&tree.stderr));
+    assert!(
+        tree.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tree.stderr)
+    );
     let text = String::from_utf8_lossy(&tree.stdout);
-    assert!(text.contains("palm-sim"), "the binary has the simulator: {text}");
+    assert!(
+        text.contains("palm-sim"),
+        "the binary has the simulator: {text}"
+    );
     assert!(
         !text.contains("feature \"mutations\""),
         "a planted bug reached the production binary:\n{text}"

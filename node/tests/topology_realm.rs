@@ -200,6 +200,22 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     assert!(
         result(realm, json!({"op": "vitality"}))["projection"]["home_unreachable_since"].is_u64()
     );
+    // Two hops down, edge-1 asks about the root's job: the realm answers from memory, and
+    // edge-1 is told it is a projection, invalid, not the home's word (a regression: the
+    // relayed answer used to be re-stamped valid on the way down).
+    let stale = palm(edge1, &["status", &deep_job, "--json"]);
+    assert_eq!(stale.code, 0, "{}", stale.stderr);
+    let stale = stale.json();
+    assert_eq!(stale["projection"], "invalid", "{stale}");
+    assert_eq!(stale["status"], "succeeded", "{stale}");
+    assert!(stale["home_unreachable_since"].is_u64(), "{stale}");
+    let human = palm(edge1, &["status", &deep_job]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.contains("projection invalid"),
+        "plain status says so: {}",
+        human.stdout
+    );
     let offline = palm(edge1, &["run", &flow, "--json"]);
     assert_eq!(
         offline.code, 0,
@@ -240,7 +256,7 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     std::thread::sleep(Duration::from_millis(300));
     edge2_up.kill9();
     std::thread::sleep(Duration::from_millis(2_500));
-    let _edge2 = Up::start(edge2, &["--profile", "edge", "--seats", "1"]);
+    let edge2_again = Up::start(edge2, &["--profile", "edge", "--seats", "1"]);
     assert!(
         eventually(Duration::from_secs(30), || {
             palm(realm, &["status", &slow_job, "--json"]).json()["status"] == "succeeded"
@@ -250,4 +266,27 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     let done = completions(realm, &slow_job);
     assert_eq!(done.len(), 1, "completed once: {done:?}");
     assert_eq!(done[0]["node"], "edge-2");
+
+    // kill -9 of edge-2 and back within the lease, before the realm noticed the link go:
+    // the run it had is gone, the new connection replaces the old, and the effect is
+    // reaped and placed again rather than waited on for ever (a regression).
+    let submitted = palm(edge1, &["submit", &slow.display().to_string(), "--json"]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    let quick_job = submitted.json()["job"].as_str().expect("job").to_owned();
+    assert!(eventually(Duration::from_secs(10), || {
+        palm(realm, &["status", &quick_job, "--json"]).json()["effects"][0]["state"]
+            != "requested"
+    }));
+    std::thread::sleep(Duration::from_millis(300));
+    edge2_again.kill9();
+    std::thread::sleep(Duration::from_millis(200));
+    let _edge2 = Up::start(edge2, &["--profile", "edge", "--seats", "1"]);
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            palm(realm, &["status", &quick_job, "--json"]).json()["status"] == "succeeded"
+        }),
+        "the effect is reaped, placed again and completes: {}",
+        palm(realm, &["inspect", &quick_job, "--json"]).stdout
+    );
+    assert_eq!(completions(realm, &quick_job).len(), 1);
 }

@@ -127,7 +127,9 @@ pub fn seed_range(args: &SimArgs) -> Result<std::ops::Range<u64>, SimError> {
         )));
     }
     if high - low > SEEDS_MAX {
-        return Err(usage(format!("--seeds `{text}` is more than {SEEDS_MAX} seeds")));
+        return Err(usage(format!(
+            "--seeds `{text}` is more than {SEEDS_MAX} seeds"
+        )));
     }
     Ok(low..high)
 }
@@ -396,7 +398,10 @@ mod tests {
         assert_eq!(duration_ms("60s", "--d").ok(), Some(60_000));
         assert_eq!(duration_ms("10m", "--d").ok(), Some(600_000));
         assert_eq!(duration_ms("250", "--d").ok(), Some(250));
-        assert!(matches!(duration_ms("5 parsecs", "--d"), Err(SimError::Usage(_))));
+        assert!(matches!(
+            duration_ms("5 parsecs", "--d"),
+            Err(SimError::Usage(_))
+        ));
         let args = |seeds: &str| SimArgs {
             seed: None,
             seeds: Some(seeds.into()),
@@ -413,6 +418,8 @@ mod tests {
         assert!(seed_range(&args("x..7")).is_err());
         let mut bad = args("0..1");
         bad.shape = "star".into();
-        assert!(matches!(options(&bad, 0), Err(SimError::Usage(m)) if m.contains("tree, flat, chain")));
+        assert!(
+            matches!(options(&bad, 0), Err(SimError::Usage(m)) if m.contains("tree, flat, chain"))
+        );
     }
 }

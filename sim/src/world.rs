@@ -33,8 +33,7 @@ use palm_actors::host::HomeHost;
 use palm_actors::job::JobStatus;
 use palm_actors::json::Json;
 use palm_actors::path::{
-    ClaimedEffect, CompleteError, FlowRef, JobError, JobPath, JobPathConfig, Notice,
-    SubmitRequest,
+    ClaimedEffect, CompleteError, FlowRef, JobError, JobPath, JobPathConfig, Notice, SubmitRequest,
 };
 use palm_actors::random::{Rng, terminating_flow_with_needs};
 use palm_actors::store::{MemoryStore, Store};
@@ -370,8 +369,7 @@ impl World {
             };
             // ...unless the planted bug gives the first realm the root's.
             #[cfg(feature = "mutations")]
-            if opts.planted(crate::options::Mutation::SharedTag) && *role == Role::Realm && i == 1
-            {
+            if opts.planted(crate::options::Mutation::SharedTag) && *role == Role::Realm && i == 1 {
                 seed = nodes[0].seed;
                 tag = nodes[0].tag.clone();
             }
@@ -588,7 +586,10 @@ impl World {
             if let Some(crate::options::Mutation::Hop(planted)) = self.opts.mutation {
                 hop.set_mutation(Some(planted));
             }
-            if self.opts.planted(crate::options::Mutation::AckBeforeDurable) {
+            if self
+                .opts
+                .planted(crate::options::Mutation::AckBeforeDurable)
+            {
                 host.set_mutation(Some(palm_actors::host::HostMutation::AckBeforeDurable));
             }
         }
@@ -607,7 +608,14 @@ impl World {
         });
         let boot = self.nodes[i].boot;
         for seat in 0..SEATS {
-            self.after(0, Ev::SeatPoll { node: i, boot, seat });
+            self.after(
+                0,
+                Ev::SeatPoll {
+                    node: i,
+                    boot,
+                    seat,
+                },
+            );
         }
         self.arm_hop(i);
     }
@@ -943,7 +951,9 @@ impl World {
         } else {
             Direction::Parent
         };
-        self.with_hop(end, |hop, now| hop.handle_link(now, &peer, direction, false));
+        self.with_hop(end, |hop, now| {
+            hop.handle_link(now, &peer, direction, false)
+        });
         if !at_parent {
             // The child's dialer tries again.
             let delay = self.rng.between(100, 1_000);
@@ -1111,7 +1121,10 @@ impl World {
         for job in &touched {
             let tag = job_tag(job).unwrap_or_default();
             if tag != self.nodes[i].tag {
-                let detail = format!("node {i} (tag {}) committed events of {job}", self.nodes[i].tag);
+                let detail = format!(
+                    "node {i} (tag {}) committed events of {job}",
+                    self.nodes[i].tag
+                );
                 self.fail(Violation {
                     invariant: "no_dual_truth",
                     detail,
@@ -1165,8 +1178,19 @@ impl World {
         if work_ready && self.live(i) {
             let boot = self.nodes[i].boot;
             for seat in 0..SEATS {
-                if self.nodes[i].live.as_ref().is_some_and(|l| l.seats[seat].is_none()) {
-                    self.after(0, Ev::SeatPoll { node: i, boot, seat });
+                if self.nodes[i]
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| l.seats[seat].is_none())
+                {
+                    self.after(
+                        0,
+                        Ev::SeatPoll {
+                            node: i,
+                            boot,
+                            seat,
+                        },
+                    );
                 }
             }
             self.with_hop(i, |hop, now| hop.wake_placer(now));
@@ -1217,7 +1241,14 @@ impl World {
                             live.seats[seat] = None;
                             self.coverage.hit("renewal_refused");
                             let boot = self.nodes[i].boot;
-                            self.after(0, Ev::SeatPoll { node: i, boot, seat });
+                            self.after(
+                                0,
+                                Ev::SeatPoll {
+                                    node: i,
+                                    boot,
+                                    seat,
+                                },
+                            );
                         }
                     }
                 }
@@ -1231,7 +1262,14 @@ impl World {
                 {
                     live.seats[seat] = None;
                     let boot = self.nodes[i].boot;
-                    self.after(0, Ev::SeatPoll { node: i, boot, seat });
+                    self.after(
+                        0,
+                        Ev::SeatPoll {
+                            node: i,
+                            boot,
+                            seat,
+                        },
+                    );
                 }
             }
         }
@@ -1265,7 +1303,14 @@ impl World {
         }
         for seat in freed {
             self.coverage.hit("local_effect_stopped");
-            self.after(0, Ev::SeatPoll { node: i, boot, seat });
+            self.after(
+                0,
+                Ev::SeatPoll {
+                    node: i,
+                    boot,
+                    seat,
+                },
+            );
         }
     }
 
@@ -1278,13 +1323,22 @@ impl World {
         let ticked = live.host.tick(&mut live.path, now, &*store);
         self.coverage.add("timer_fired", ticked.fired as u64);
         self.coverage.add("lease_expired", ticked.reaped as u64);
-        self.coverage.add("job_resumed_after_yield", ticked.resumed as u64);
+        self.coverage
+            .add("job_resumed_after_yield", ticked.resumed as u64);
         self.commit(i);
     }
 
     /// The claims of a placement round, for holder `child:VIA`: effects this home cannot
     /// run whose needs the target offers.
-    fn claim_for(&mut self, i: usize, round: u64, via: &str, node: &str, ready: &[String], max: u32) {
+    fn claim_for(
+        &mut self,
+        i: usize,
+        round: u64,
+        via: &str,
+        node: &str,
+        ready: &[String],
+        max: u32,
+    ) {
         let now = self.now;
         let capabilities = self.nodes[i].capabilities.clone();
         let node_ref = &mut self.nodes[i];
@@ -1451,7 +1505,9 @@ impl World {
             within_ms: CLIENT_WAIT_MS,
         };
         let mut routed = None;
-        self.with_hop(node, |hop, now| routed = Some(hop.handle_request(now, nonce, route)));
+        self.with_hop(node, |hop, now| {
+            routed = Some(hop.handle_request(now, nonce, route))
+        });
         match routed {
             Some(Routed::Here) => {
                 let response = self.apply(node, &request);
@@ -1583,12 +1639,14 @@ impl World {
         if live.seats[seat].is_some() {
             return;
         }
-        let claimed = live.host.claim_local(&mut live.path, now, &holder, &|_, request| {
-            request
-                .requirements()
-                .iter()
-                .all(|need| capabilities.contains(need))
-        });
+        let claimed = live
+            .host
+            .claim_local(&mut live.path, now, &holder, &|_, request| {
+                request
+                    .requirements()
+                    .iter()
+                    .all(|need| capabilities.contains(need))
+            });
         match claimed {
             Some(effect) => {
                 node.checker.claimed(&effect.key, effect.token);
@@ -1597,7 +1655,14 @@ impl World {
             }
             None => {
                 let wait = self.rng.between(IDLE_POLL_MS / 2, IDLE_POLL_MS);
-                self.after(wait, Ev::SeatPoll { node: i, boot, seat });
+                self.after(
+                    wait,
+                    Ev::SeatPoll {
+                        node: i,
+                        boot,
+                        seat,
+                    },
+                );
             }
         }
     }
@@ -1630,9 +1695,23 @@ impl World {
                 finished: false,
             },
         );
-        self.after(duration, Ev::Finish { node: i, boot, run: id });
+        self.after(
+            duration,
+            Ev::Finish {
+                node: i,
+                boot,
+                run: id,
+            },
+        );
         if seat.is_some() {
-            self.after(RENEW_MS, Ev::SeatRenew { node: i, boot, run: id });
+            self.after(
+                RENEW_MS,
+                Ev::SeatRenew {
+                    node: i,
+                    boot,
+                    run: id,
+                },
+            );
         }
     }
 
@@ -1694,7 +1773,9 @@ impl World {
             None => {
                 live.runs.remove(&run);
                 let outcome = Some(r.outcome);
-                self.with_hop(i, |hop, now| hop.handle_finished(now, &r.key, r.token, outcome));
+                self.with_hop(i, |hop, now| {
+                    hop.handle_finished(now, &r.key, r.token, outcome)
+                });
             }
         }
     }
@@ -1726,9 +1807,11 @@ impl World {
             return;
         };
         live.host
-            .renew(&mut live.path, now, &r.key, r.token, |result| Ack::SeatRenewed {
-                run,
-                until: result.ok(),
+            .renew(&mut live.path, now, &r.key, r.token, |result| {
+                Ack::SeatRenewed {
+                    run,
+                    until: result.ok(),
+                }
             });
         self.commit(i);
         self.after(RENEW_MS, Ev::SeatRenew { node: i, boot, run });

@@ -116,7 +116,11 @@ fn caught_and_replayed(mutation: Mutation, invariants: &[&str]) {
     );
     let again = run(caught.options.clone());
     assert_eq!(
-        again.findings.violation.as_ref().map(|(v, at, ..)| (v.invariant, *at)),
+        again
+            .findings
+            .violation
+            .as_ref()
+            .map(|(v, at, ..)| (v.invariant, *at)),
         caught
             .findings
             .violation
@@ -137,10 +141,10 @@ fn caught_and_replayed(mutation: Mutation, invariants: &[&str]) {
 
 #[test]
 fn a_child_that_forgets_a_placed_key_is_caught() {
-    caught_and_replayed(Mutation::Hop(palm_topology::HopMutation::SameKeyForgotten), &[
-        "no_two_live_leases",
-        "completion_recorded_at_most_once",
-    ]);
+    caught_and_replayed(
+        Mutation::Hop(palm_topology::HopMutation::SameKeyForgotten),
+        &["no_two_live_leases", "completion_recorded_at_most_once"],
+    );
 }
 
 #[test]
@@ -169,20 +173,26 @@ fn a_projection_passed_off_as_the_home_is_caught() {
 
 #[test]
 fn acknowledging_before_durable_is_caught() {
-    caught_and_replayed(Mutation::AckBeforeDurable, &[
-        "no_lost_acknowledged_job",
-        "journals_only_grow",
-        "no_two_live_leases",
-        "completion_recorded_at_most_once",
-    ]);
+    caught_and_replayed(
+        Mutation::AckBeforeDurable,
+        &[
+            "no_lost_acknowledged_job",
+            "journals_only_grow",
+            "no_two_live_leases",
+            "completion_recorded_at_most_once",
+        ],
+    );
 }
 
 #[test]
 fn skipping_the_fencing_check_is_caught() {
-    caught_and_replayed(Mutation::SkipFencing, &[
-        "completion_only_from_the_current_lease",
-        "completion_recorded_at_most_once",
-    ]);
+    caught_and_replayed(
+        Mutation::SkipFencing,
+        &[
+            "completion_only_from_the_current_lease",
+            "completion_recorded_at_most_once",
+        ],
+    );
 }
 
 #[test]
@@ -192,8 +202,8 @@ fn two_homes_sharing_a_tag_are_caught() {
 
 #[test]
 fn a_relay_that_passes_every_copy_down_is_caught() {
-    caught_and_replayed(Mutation::Hop(palm_topology::HopMutation::RelayTwice), &[
-        "no_two_live_leases",
-        "completion_recorded_at_most_once",
-    ]);
+    caught_and_replayed(
+        Mutation::Hop(palm_topology::HopMutation::RelayTwice),
+        &["no_two_live_leases", "completion_recorded_at_most_once"],
+    );
 }

@@ -293,9 +293,21 @@ struct Forwarding {
 
 #[derive(Clone, Debug)]
 enum Serving {
-    Forward { peer: String, id: u64 },
-    Renew { peer: String, id: u64 },
-    Complete { peer: String, id: u64, key: String, token: u64, node: String },
+    Forward {
+        peer: String,
+        id: u64,
+    },
+    Renew {
+        peer: String,
+        id: u64,
+    },
+    Complete {
+        peer: String,
+        id: u64,
+        key: String,
+        token: u64,
+        node: String,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -724,14 +736,7 @@ impl HopCore {
         }
     }
 
-    fn forward(
-        &mut self,
-        now: u64,
-        origin: Origin,
-        via: String,
-        request: RouteRequest,
-        hops: u32,
-    ) {
+    fn forward(&mut self, now: u64, origin: Origin, via: String, request: RouteRequest, hops: u32) {
         let id = self.id();
         let deadline = now.saturating_add(request.within_ms);
         // Each hop waits a little less than the one before it, so an answer that comes
@@ -739,7 +744,11 @@ impl HopCore {
         let within_ms = request.within_ms.saturating_sub(request.within_ms / 10);
         self.event(
             "forwarded",
-            format!("forward #{id} {:?} to {via} (hop {})", request.toward, hops + 1),
+            format!(
+                "forward #{id} {:?} to {via} (hop {})",
+                request.toward,
+                hops + 1
+            ),
         );
         self.forwards.insert(
             id,
@@ -840,7 +849,11 @@ impl HopCore {
             node,
         }) = self.serving.remove(&serve)
         {
-            if self.placed_out.get(&key).is_some_and(|out| out.token == token) {
+            if self
+                .placed_out
+                .get(&key)
+                .is_some_and(|out| out.token == token)
+            {
                 self.placed_out.remove(&key);
             }
             // The seat below is free whatever the verdict: the effect ended there.
@@ -863,7 +876,11 @@ impl HopCore {
         let Some(target) = self.rounds.remove(&round) else {
             // The round was given up on: nothing was sent, so the claims go back.
             for effect in effects {
-                self.release(&effect.key, effect.token, "its placement round was given up");
+                self.release(
+                    &effect.key,
+                    effect.token,
+                    "its placement round was given up",
+                );
             }
             return;
         };
@@ -926,7 +943,10 @@ impl HopCore {
             self.topology.completed_on(&node);
             self.placed_out.remove(key);
         }
-        self.event("cancel_sent", format!("cancel {key} tok {token} to {child}"));
+        self.event(
+            "cancel_sent",
+            format!("cancel {key} tok {token} to {child}"),
+        );
         self.send(
             child,
             TopoMsg::Cancel {
@@ -1132,7 +1152,11 @@ impl HopCore {
     }
 
     fn release(&mut self, key: &str, token: u64, why: &str) {
-        if self.placed_out.get(key).is_some_and(|out| out.token == token) {
+        if self
+            .placed_out
+            .get(key)
+            .is_some_and(|out| out.token == token)
+        {
             self.placed_out.remove(key);
         }
         self.event("released", format!("release {key} tok {token}: {why}"));
@@ -1319,13 +1343,19 @@ impl HopCore {
 
     fn on_answer(&mut self, peer: &str, id: u64, reply: Reply) {
         let Some(forwarding) = self.forwards.get(&id) else {
-            self.event("late_answer", format!("answer #{id} from {peer}: nobody waits"));
+            self.event(
+                "late_answer",
+                format!("answer #{id} from {peer}: nobody waits"),
+            );
             return;
         };
         if forwarding.via != peer {
             self.event(
                 "refused_message",
-                format!("answer #{id} from {peer}, but it was sent to {}", forwarding.via),
+                format!(
+                    "answer #{id} from {peer}, but it was sent to {}",
+                    forwarding.via
+                ),
             );
             return;
         }
@@ -1381,9 +1411,7 @@ impl HopCore {
         let token = effect.token;
         let forgetful = self.mutated(mutation!(SameKeyForgotten));
         // A copy of a placement decided here gets the same answer.
-        if !forgetful
-            && let Some(decided) = self.decided.get(&key).filter(|d| d.token == token)
-        {
+        if !forgetful && let Some(decided) = self.decided.get(&key).filter(|d| d.token == token) {
             let (accepted, reason) = (decided.accepted, decided.reason.clone());
             self.event(
                 "duplicate_placement",
@@ -1394,7 +1422,10 @@ impl HopCore {
         }
         if let Some(relayed) = self.relayed.get(&key).filter(|r| r.token == token) {
             if relayed.cancelled {
-                self.event("placement_after_cancel", format!("{key} tok {token} refused"));
+                self.event(
+                    "placement_after_cancel",
+                    format!("{key} tok {token} refused"),
+                );
                 self.answer_placed(peer, id, false, Some("the home cancelled it".into()));
                 return;
             }
@@ -1427,7 +1458,13 @@ impl HopCore {
                     reason: format!("replaced by a newer claim (token {token})"),
                 });
             } else if run.token > token && !forgetful {
-                self.decide(now, &key, token, false, Some("a newer claim runs here".into()));
+                self.decide(
+                    now,
+                    &key,
+                    token,
+                    false,
+                    Some("a newer claim runs here".into()),
+                );
                 self.answer_placed(peer, id, false, Some("a newer claim runs here".into()));
                 return;
             }
@@ -1494,7 +1531,10 @@ impl HopCore {
     fn accept(&mut self, now: u64, peer: &str, id: u64, effect: ClaimedEffect, home: String) {
         let key = effect.key.clone();
         let token = effect.token;
-        let lease_ms = effect.lease_until.saturating_sub(now).max(RENEW_EVERY_MS_MIN * 3);
+        let lease_ms = effect
+            .lease_until
+            .saturating_sub(now)
+            .max(RENEW_EVERY_MS_MIN * 3);
         let renew_at = now + (lease_ms / 3).max(RENEW_EVERY_MS_MIN);
         self.runs.insert(
             key.clone(),
@@ -1528,7 +1568,8 @@ impl HopCore {
                     format!("{} tok {} taken by {}", placing.key, placing.token, peer),
                 );
             } else {
-                self.topology.completed_on(&placing.node);
+                // The refused seat stays counted busy until that node's next summary:
+                // placing there again before it says more would only be refused again.
                 self.release(
                     &placing.key,
                     placing.token,
@@ -1548,12 +1589,21 @@ impl HopCore {
                 let reason = format!("`{peer}` refused: {}", reason.unwrap_or_default());
                 self.relayed.remove(&relaying.key);
                 self.topology.completed_on(peer);
-                self.decide(now, &relaying.key, relaying.token, false, Some(reason.clone()));
+                self.decide(
+                    now,
+                    &relaying.key,
+                    relaying.token,
+                    false,
+                    Some(reason.clone()),
+                );
                 self.answer_placed(&relaying.from, relaying.their_id, false, Some(reason));
             }
             return;
         }
-        self.event("late_answer", format!("placed #{id} from {peer}: nobody waits"));
+        self.event(
+            "late_answer",
+            format!("placed #{id} from {peer}: nobody waits"),
+        );
     }
 
     fn on_cancel(&mut self, now: u64, key: String, token: u64) {
@@ -1572,13 +1622,22 @@ impl HopCore {
         if let Some(relayed) = self.relayed.get_mut(&key).filter(|r| r.token == token) {
             relayed.cancelled = true;
             let child = relayed.child.clone();
-            self.event("cancel_relayed", format!("cancel {key} tok {token} to {child}"));
+            self.event(
+                "cancel_relayed",
+                format!("cancel {key} tok {token} to {child}"),
+            );
             self.send(&child, TopoMsg::Cancel { key, token });
             return;
         }
         // Not seen yet: a late copy of the placement must not start it.
         if self.decided.get(&key).is_none_or(|d| d.token <= token) {
-            self.decide(now, &key, token, false, Some("the home cancelled it".into()));
+            self.decide(
+                now,
+                &key,
+                token,
+                false,
+                Some("the home cancelled it".into()),
+            );
         }
     }
 
@@ -1660,7 +1719,11 @@ impl HopCore {
                 );
                 self.arm(deadline, Timer::Passing(rid));
                 let up = match msg {
-                    TopoMsg::Renew { key, token, .. } => TopoMsg::Renew { id: rid, key, token },
+                    TopoMsg::Renew { key, token, .. } => TopoMsg::Renew {
+                        id: rid,
+                        key,
+                        token,
+                    },
                     TopoMsg::Complete {
                         key,
                         token,

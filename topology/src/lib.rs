@@ -324,34 +324,18 @@ impl Topology {
     }
 
     /// Where an effect with `requirements` runs: here when every need is ready here
-    /// (`locally_ready`), else on the direct child that offers them all and has the most
-    /// free seats.
+    /// (`locally_ready`), else through the direct child whose subtree holds the best
+    /// node that offers them all with a free seat — the same candidates, in the same
+    /// order, as a home's [`Topology::placement_targets`], so a relay never refuses what
+    /// its parent chose it for because the node that can run it is deeper.
     pub fn place(&self, now: u64, requirements: &[String], locally_ready: bool) -> Placement {
         if locally_ready {
             return Placement::Local;
         }
-        let mut best: Option<(&String, u32)> = None;
-        for (name, child) in &self.children {
-            let Some(summary) = &child.summary else {
-                continue;
-            };
-            if !child.link.up || now.saturating_sub(child.link.last_heard) > SUMMARY_STALE_MS {
-                continue;
-            }
-            if !requirements.iter().all(|need| summary.ready.contains(need)) {
-                continue;
-            }
-            let free = summary.seats.saturating_sub(summary.busy);
-            if free == 0 {
-                continue;
-            }
-            if best.is_none_or(|(_, most)| free > most) {
-                best = Some((name, free));
-            }
-        }
-        best.map_or(Placement::Nowhere, |(name, _)| {
-            Placement::Child(name.clone())
-        })
+        self.placement_targets(now)
+            .into_iter()
+            .find(|target| requirements.iter().all(|need| target.ready.contains(need)))
+            .map_or(Placement::Nowhere, |target| Placement::Child(target.via))
     }
 
     /// Every node of the subtree able to take placed work now, reached through which

@@ -117,6 +117,25 @@ fn placement_prefers_local_then_the_freest_able_child() {
 }
 
 #[test]
+fn a_relay_places_through_the_child_whose_subtree_offers_the_needs() {
+    // realm ← edge2 ← edge3: only edge3, two hops down, offers `gpu`.
+    let mut realm = realm();
+    let deep = summary("edge3", "e333", &["gpu"], 1, 0, vec![]);
+    realm.child_summary(40, summary("edge2", "e222", &[], 1, 1, vec![deep]));
+    assert_eq!(
+        realm.place(41, &["gpu".into()], false),
+        Placement::Child("edge2".into()),
+        "edge2 is full and lacks gpu, but edge3 below it can run it"
+    );
+    realm.placed_on_target("edge2", "edge3");
+    assert_eq!(
+        realm.place(41, &["gpu".into()], false),
+        Placement::Nowhere,
+        "edge3's one seat is taken"
+    );
+}
+
+#[test]
 fn a_child_down_makes_its_jobs_unreachable_not_misrouted() {
     let mut realm = realm();
     realm.child_link(60, "edge2", false);
@@ -213,7 +232,10 @@ fn projections_keep_the_latest_answer_and_forget_the_oldest() {
     for i in 0..PROJECTIONS_MAX as u64 {
         projections.remember(&format!("ssss-{i}"), &answer(i));
     }
-    assert!(projections.view("rrrr-1").is_none(), "the oldest is forgotten");
+    assert!(
+        projections.view("rrrr-1").is_none(),
+        "the oldest is forgotten"
+    );
     assert!(projections.view("ssss-5").is_some());
 }
 

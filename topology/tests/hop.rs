@@ -187,7 +187,8 @@ impl Net {
                 HopOutput::Send { to, msg } => self.wire.push_back((name.to_owned(), to, msg)),
                 HopOutput::Reply { id, reply } => host.replies.push((id, reply)),
                 HopOutput::Apply { serve, .. } => {
-                    let response = json!({"ok": true, "result": {"status": host.status, "from": name}});
+                    let response =
+                        json!({"ok": true, "result": {"status": host.status, "from": name}});
                     core.handle_applied(now, serve, Json(response));
                 }
                 HopOutput::Claim {
@@ -225,7 +226,9 @@ impl Net {
                 }
                 HopOutput::Start { effect, .. } => host.started.push((effect.key, effect.token)),
                 HopOutput::Stop { key, token, .. } => host.stopped.push((key, token)),
-                HopOutput::Event(event) => host.events.push(format!("{}: {}", event.kind, event.text)),
+                HopOutput::Event(event) => {
+                    host.events.push(format!("{}: {}", event.kind, event.text))
+                }
             }
         }
     }
@@ -306,11 +309,16 @@ fn a_dead_home_two_hops_up_is_reported_as_a_projection_not_as_the_home() {
     net.host("root").status = "succeeded".into();
     assert_eq!(net.status("edge", 2, "root-1"), Routed::Away);
     match net.reply("edge", 2) {
-        Reply::Unreachable { at, view, since, .. } => {
+        Reply::Unreachable {
+            at, view, since, ..
+        } => {
             assert_eq!(at, "realm", "the realm is where the way is cut");
             assert!(since.is_some());
             let view = view.expect("the realm relayed an answer before: it keeps it");
-            assert_eq!(view.0["result"]["status"], "running", "the old view, not fresh");
+            assert_eq!(
+                view.0["result"]["status"], "running",
+                "the old view, not fresh"
+            );
         }
         other => panic!("a projection must not pass for the home's word: {other:?}"),
     }
@@ -427,8 +435,13 @@ fn a_refusal_releases_the_claim_and_silence_does_not() {
     net.advance(100);
     assert_eq!(net.host("edge").started.len(), 1);
     net.advance(palm_topology::hop::PLACE_ANSWER_MS + 1_000);
-    assert!(net.host("root").released.is_empty(), "no answer is not a refusal");
-    assert!(net.events("root", "placement_unanswered") + net.events("realm", "relay_unanswered") >= 1);
+    assert!(
+        net.host("root").released.is_empty(),
+        "no answer is not a refusal"
+    );
+    assert!(
+        net.events("root", "placement_unanswered") + net.events("realm", "relay_unanswered") >= 1
+    );
 }
 
 #[test]
@@ -585,7 +598,10 @@ fn an_outcome_is_reported_until_the_home_answers_then_given_up_after_the_lease()
         .handle_finished(now, "root-1/0/1", 4, Some(ok_outcome()));
     net.advance(LEASE_MS + palm_topology::hop::REPORT_AFTER_LEASE_MS + 2_000);
     assert_eq!(net.events("edge", "report_given_up"), 1);
-    assert!(net.events("edge", "report_sent") > 10, "it kept trying first");
+    assert!(
+        net.events("edge", "report_sent") > 10,
+        "it kept trying first"
+    );
 }
 
 #[test]
@@ -613,7 +629,10 @@ fn a_refused_renewal_stops_the_placed_effect() {
         },
     );
     net.settle();
-    assert!(net.host("edge").stopped.is_empty(), "an answer to nothing is ignored");
+    assert!(
+        net.host("edge").stopped.is_empty(),
+        "an answer to nothing is ignored"
+    );
     // A lease that cannot be renewed for a whole lease past its end is lost.
     net.unlink("realm", "edge");
     net.advance(2 * LEASE_MS + 500);
@@ -705,7 +724,13 @@ fn a_request_that_travelled_too_far_is_refused() {
     }
     assert_eq!(
         answered,
-        Some(("edge".into(), 77, Reply::TooFar { hops: palm_topology::HOPS_MAX + 1 }))
+        Some((
+            "edge".into(),
+            77,
+            Reply::TooFar {
+                hops: palm_topology::HOPS_MAX + 1
+            }
+        ))
     );
 }
 
@@ -734,5 +759,8 @@ fn a_completion_for_a_job_homed_below_is_refused() {
             verdict = Some(v);
         }
     }
-    assert!(matches!(verdict, Some(CompleteVerdict::Refused(_))), "{verdict:?}");
+    assert!(
+        matches!(verdict, Some(CompleteVerdict::Refused(_))),
+        "{verdict:?}"
+    );
 }

@@ -64,7 +64,11 @@ fn main() -> ExitCode {
     if let Some(mutation) = mutation
         && !args.json
     {
-        eprintln!("palm-sim: planted bug `{}`: {}", mutation.as_str(), mutation.describe());
+        eprintln!(
+            "palm-sim: planted bug `{}`: {}",
+            mutation.as_str(),
+            mutation.describe()
+        );
     }
     let outcome = palm_sim::cli::run(&args.sim, args.json, "palm-sim", &|options| {
         options.mutation = mutation;
