@@ -110,6 +110,16 @@ impl<R> HomeHost<R> {
         self.waiting.push(reply);
     }
 
+    /// Releases `reply` too when the batch `seq` (sealed already) is durable: for a
+    /// reply that depends on what that seal said (a watcher of a job the batch settles).
+    /// A batch already durable releases it at the next [`HomeHost::durable`] call.
+    pub fn attach(&mut self, seq: u64, reply: R) {
+        match self.sealed.iter_mut().find(|(s, _)| *s == seq) {
+            Some((_, replies)) => replies.push(reply),
+            None => self.waiting.push(reply),
+        }
+    }
+
     /// True when a seal would carry writes or replies.
     pub fn has_pending(&self, path: &JobPath) -> bool {
         path.has_writes() || !self.waiting.is_empty()

@@ -5,9 +5,11 @@
 //! (so `check:` and `for_each.items:` are real expressions, not templates that happen to
 //! print "true"), reports syntax errors with positions, and can bound evaluation with fuel.
 //!
-//! Compiled templates live for the process: each distinct source text is compiled once and
-//! interned (leaked into a `'static` table). Definitions are written by people and are few,
-//! so the table stays small, while ticks never recompile anything.
+//! Compiled forms are shared: each distinct source text is compiled once and kept in a
+//! bounded cache ([`CACHE_MAX`] entries; when full, it starts afresh), so ticks never
+//! recompile what the stored definitions use, while flows submitted by the thousand
+//! (each with its own text) cannot grow memory without bound. A compiled form owns its
+//! text; a definition holds its own reference, so eviction never invalidates one.
 //!
 //! A template whose whole text is one `{{ expression }}` evaluates to the expression's
 //! native value (`"{{ state.n + 1 }}"` is the number 2, not the string "2"); any other
@@ -37,7 +39,11 @@ const GLOBAL_FUNCTIONS: &[&str] = &[
     "none",
 ];
 
-static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
+/// Distinct compiled texts kept for reuse (expressions and templates each).
+pub const CACHE_MAX: usize = 4_096;
+
+/// The settings every template and expression is evaluated with.
+fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     // Printing or indexing into something undefined is an error (a typo must not silently
     // render as ""), while testing it for truth (`check: "state.maybe"`) is false.
@@ -45,50 +51,74 @@ static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env.set_fuel(Some(TEMPLATE_FUEL_MAX));
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     env
-});
+}
 
-type CompiledExpression = Expression<'static, 'static>;
-type CompiledTemplate = minijinja::Template<'static, 'static>;
+static ENV: LazyLock<Environment<'static>> = LazyLock::new(environment);
 
-/// Interned compiled forms, keyed by source text.
+type CompiledExpression = Arc<Expression<'static, 'static>>;
+
+/// A text template: an environment holding just it (minijinja templates borrow their
+/// environment, so the environment is what is shared).
+type CompiledTemplate = Arc<Environment<'static>>;
+
+/// The name of the one template in a [`CompiledTemplate`].
+const TEMPLATE_NAME: &str = "t";
+
+/// Compiled forms by source text, bounded (see the module docs).
 #[derive(Default)]
-struct Interner {
-    expressions: HashMap<&'static str, &'static CompiledExpression>,
-    templates: HashMap<&'static str, &'static CompiledTemplate>,
+struct Cache {
+    expressions: HashMap<Arc<str>, CompiledExpression>,
+    templates: HashMap<Arc<str>, CompiledTemplate>,
 }
 
-static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
 
-fn intern_str(source: &str) -> &'static str {
-    Box::leak(source.to_owned().into_boxed_str())
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    CACHE.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
-fn compile_expression(source: &str) -> Result<&'static CompiledExpression, TemplateError> {
-    let mut interner = INTERNER.lock().unwrap_or_else(|poison| poison.into_inner());
-    if let Some(found) = interner.expressions.get(source) {
-        return Ok(found);
+fn compile_expression(source: &str) -> Result<CompiledExpression, TemplateError> {
+    if let Some(found) = cache().expressions.get(source) {
+        return Ok(Arc::clone(found));
     }
-    let key = intern_str(source);
+    // Compiled outside the lock: another thread may compile the same text meanwhile;
+    // both results are equal and either is kept.
     let compiled = ENV
-        .compile_expression(key)
+        .compile_expression_owned(source.to_owned())
         .map_err(TemplateError::from_minijinja)?;
-    let compiled: &'static CompiledExpression = Box::leak(Box::new(compiled));
-    interner.expressions.insert(key, compiled);
+    let compiled = Arc::new(compiled);
+    let mut cache = cache();
+    if cache.expressions.len() >= CACHE_MAX {
+        cache.expressions.clear();
+    }
+    cache
+        .expressions
+        .insert(Arc::from(source), Arc::clone(&compiled));
     Ok(compiled)
 }
 
-fn compile_template(source: &str) -> Result<&'static CompiledTemplate, TemplateError> {
-    let mut interner = INTERNER.lock().unwrap_or_else(|poison| poison.into_inner());
-    if let Some(found) = interner.templates.get(source) {
-        return Ok(found);
+fn compile_template(source: &str) -> Result<CompiledTemplate, TemplateError> {
+    if let Some(found) = cache().templates.get(source) {
+        return Ok(Arc::clone(found));
     }
-    let key = intern_str(source);
-    let compiled = ENV
-        .template_from_str(key)
+    let mut env = environment();
+    env.add_template_owned(TEMPLATE_NAME, source.to_owned())
         .map_err(TemplateError::from_minijinja)?;
-    let compiled: &'static CompiledTemplate = Box::leak(Box::new(compiled));
-    interner.templates.insert(key, compiled);
+    let compiled = Arc::new(env);
+    let mut cache = cache();
+    if cache.templates.len() >= CACHE_MAX {
+        cache.templates.clear();
+    }
+    cache
+        .templates
+        .insert(Arc::from(source), Arc::clone(&compiled));
     Ok(compiled)
+}
+
+/// The template of a [`CompiledTemplate`] (present: it was added when compiled).
+fn template_of(env: &CompiledTemplate) -> Result<minijinja::Template<'_, '_>, TemplateError> {
+    env.get_template(TEMPLATE_NAME)
+        .map_err(TemplateError::from_minijinja)
 }
 
 /// An error compiling or evaluating a template or expression.
@@ -180,9 +210,9 @@ enum TemplateKind {
     /// No placeholders: the text is the value.
     Literal,
     /// The whole text is one `{{ expression }}`: evaluates to a native value.
-    Native(&'static CompiledExpression),
+    Native(CompiledExpression),
     /// Text with placeholders: renders to a string.
-    Text(&'static CompiledTemplate),
+    Text(CompiledTemplate),
 }
 
 impl fmt::Debug for Template {
@@ -245,10 +275,12 @@ impl Template {
 
     /// Top-level names the template reads (`input`, `state`, `item`, ...).
     pub fn names(&self) -> BTreeSet<String> {
-        let names = match self.kind {
+        let names = match &self.kind {
             TemplateKind::Literal => Default::default(),
             TemplateKind::Native(expr) => expr.undeclared_variables(false),
-            TemplateKind::Text(tmpl) => tmpl.undeclared_variables(false),
+            TemplateKind::Text(env) => template_of(env)
+                .map(|tmpl| tmpl.undeclared_variables(false))
+                .unwrap_or_default(),
         };
         names
             .into_iter()
@@ -258,7 +290,7 @@ impl Template {
 
     /// Renders to a string (a native value is converted to its text form).
     pub fn render_string(&self, scope: &Scope) -> Result<String, TemplateError> {
-        match self.kind {
+        match &self.kind {
             TemplateKind::Literal => Ok(self.source.to_string()),
             TemplateKind::Native(expr) => {
                 let value = expr
@@ -266,7 +298,7 @@ impl Template {
                     .map_err(TemplateError::from_minijinja)?;
                 value_to_text(&value)
             }
-            TemplateKind::Text(tmpl) => tmpl
+            TemplateKind::Text(env) => template_of(env)?
                 .render(&scope.root)
                 .map_err(TemplateError::from_minijinja),
         }
@@ -274,7 +306,7 @@ impl Template {
 
     /// Renders to a JSON value: native for a single `{{ expression }}`, a string otherwise.
     pub fn render_value(&self, scope: &Scope) -> Result<serde_json::Value, TemplateError> {
-        match self.kind {
+        match &self.kind {
             TemplateKind::Literal => Ok(serde_json::Value::String(self.source.to_string())),
             TemplateKind::Native(expr) => {
                 let value = expr
@@ -309,7 +341,7 @@ fn value_to_json(value: &Value) -> Result<serde_json::Value, TemplateError> {
 #[derive(Clone)]
 pub struct Expr {
     source: Arc<str>,
-    compiled: &'static CompiledExpression,
+    compiled: CompiledExpression,
 }
 
 impl fmt::Debug for Expr {
@@ -459,5 +491,28 @@ mod tests {
         )
         .unwrap();
         assert!(t.render_string(&scope()).is_err());
+    }
+
+    #[test]
+    fn the_cache_stays_bounded_and_evicted_forms_keep_working() {
+        let first = Template::compile("hello {{ input.who }} #first").expect("compiles");
+        let first_expr = Expr::compile("state.n + 1000000").expect("compiles");
+        for n in 0..(CACHE_MAX + 10) {
+            Template::compile(&format!("t{n} {{{{ input.who }}}}")).expect("compiles");
+            Expr::compile(&format!("state.n + {n}")).expect("compiles");
+        }
+        {
+            let cache = cache();
+            assert!(cache.templates.len() <= CACHE_MAX);
+            assert!(cache.expressions.len() <= CACHE_MAX);
+        }
+        assert_eq!(
+            first.render_string(&scope()).expect("renders"),
+            "hello world #first"
+        );
+        assert_eq!(
+            first_expr.eval_json(&scope()).expect("evaluates"),
+            json!(1000001)
+        );
     }
 }

@@ -274,8 +274,7 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     assert_eq!(submitted.code, 0, "{}", submitted.stderr);
     let quick_job = submitted.json()["job"].as_str().expect("job").to_owned();
     assert!(eventually(Duration::from_secs(10), || {
-        palm(realm, &["status", &quick_job, "--json"]).json()["effects"][0]["state"]
-            != "requested"
+        palm(realm, &["status", &quick_job, "--json"]).json()["effects"][0]["state"] != "requested"
     }));
     std::thread::sleep(Duration::from_millis(300));
     edge2_again.kill9();

@@ -22,6 +22,7 @@ use super::places::PlacesMsg;
 use super::{Genome, now_ms};
 use crate::control::protocol::{Request, Response};
 use palm_actors::bt::Outcome;
+use palm_actors::host::HomeHost;
 use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
 use palm_actors::store::{Store, WriteBatch};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -96,8 +97,8 @@ pub enum KernelMsg {
     },
     /// Seal what is pending and commit it (or wait for the commit in flight).
     Flush,
-    /// The commit in flight finished (its replies are already sent if it succeeded).
-    Committed(Result<(), String>),
+    /// The commit of the batch `seq` finished; its replies go out if it succeeded.
+    Committed(u64, Result<(), String>),
 }
 
 type Deferred = Box<dyn FnOnce() + Send>;
@@ -109,7 +110,9 @@ pub struct Kernel;
 pub struct KernelState {
     genome: Arc<Genome>,
     desk: Desk,
-    deferred: Vec<Deferred>,
+    /// The home's duties (replies after durable, group commit, remote claims): the same
+    /// code the simulator's nodes run.
+    host: HomeHost<Deferred>,
     reads: Vec<(Request, RpcReplyPort<Response>)>,
     flush_scheduled: bool,
     watchers: HashMap<String, Vec<RpcReplyPort<Response>>>,
@@ -119,8 +122,10 @@ pub struct KernelState {
 
 /// A sealed batch and everything that may happen only once it is durable.
 struct Sealed {
+    seq: u64,
     batch: WriteBatch,
-    replies: Vec<Deferred>,
+    /// Replies the host lets out at once (none, unless a planted bug says so).
+    early: Vec<Deferred>,
     wake_seats: bool,
     cancels: Vec<(String, String, u64)>,
     places: Vec<PlacesMsg>,
@@ -166,7 +171,7 @@ impl Actor for Kernel {
                 places: Some(Arc::clone(&genome)),
             },
             genome: Arc::clone(&genome),
-            deferred: Vec::new(),
+            host: HomeHost::new(),
             reads: Vec::new(),
             flush_scheduled: false,
             watchers: HashMap::new(),
@@ -227,9 +232,11 @@ impl Actor for Kernel {
                     // Readiness gates: an effect is claimable only while every place or
                     // capability it needs is ready.
                     let places = state.genome.places.snapshot();
-                    state.desk.path.claim(now, &holder, &|job, request| {
-                        places.readiness.all_ready(job, &request.requirements())
-                    })
+                    state
+                        .host
+                        .claim_local(&mut state.desk.path, now, &holder, &|job, request| {
+                            places.readiness.all_ready(job, &request.requirements())
+                        })
                 } else {
                     None
                 };
@@ -245,27 +252,32 @@ impl Actor for Kernel {
                 reply,
             } => {
                 let node = Some(node.unwrap_or_else(|| state.genome.info.name.clone()));
-                let result = state
-                    .desk
-                    .path
-                    .complete(now, &key, token, outcome, node)
-                    .map(|_| ())
-                    .map_err(|err| err.to_string());
-                state.defer(move || {
-                    let _ = reply.send(result);
-                });
+                state.host.complete(
+                    &mut state.desk.path,
+                    now,
+                    &key,
+                    token,
+                    outcome,
+                    node,
+                    |result| {
+                        let result = result.map(|_| ()).map_err(|err| err.to_string());
+                        Box::new(move || {
+                            let _ = reply.send(result);
+                        })
+                    },
+                );
             }
             KernelMsg::Renew { key, token, reply } => {
-                let result = state
-                    .desk
-                    .path
-                    .renew(now, &key, token)
-                    .map_err(|e| e.to_string());
-                // After the commit: a holder on another node must never believe in a
-                // lease that a crash of this node could take back.
-                state.defer(move || {
-                    let _ = reply.send(result);
-                });
+                // Answered after the commit: a holder on another node must never believe
+                // in a lease that a crash of this node could take back.
+                state
+                    .host
+                    .renew(&mut state.desk.path, now, &key, token, |result| {
+                        let result = result.map_err(|e| e.to_string());
+                        Box::new(move || {
+                            let _ = reply.send(result);
+                        })
+                    });
             }
             KernelMsg::ClaimFor {
                 holder,
@@ -273,39 +285,39 @@ impl Actor for Kernel {
                 max,
                 reply,
             } => {
-                let mut claimed = Vec::new();
-                if state.genome.accepting_work() {
-                    let places = state.genome.places.snapshot();
-                    for _ in 0..max {
-                        let found = state.desk.path.claim(now, &holder, &|job, request| {
-                            let needs = request.requirements();
-                            !places.readiness.all_ready(job, &needs)
-                                && needs.iter().all(|need| ready.contains(need))
-                        });
-                        match found {
-                            Some(effect) => claimed.push(effect),
-                            None => break,
-                        }
-                    }
-                }
-                state.defer(move || {
-                    let _ = reply.send(claimed);
-                });
+                let max = if state.genome.accepting_work() {
+                    max
+                } else {
+                    0
+                };
+                let places = state.genome.places.snapshot();
+                state.host.claim_remote(
+                    &mut state.desk.path,
+                    now,
+                    &holder,
+                    max,
+                    &|job, request| {
+                        let needs = request.requirements();
+                        !places.readiness.all_ready(job, &needs)
+                            && needs.iter().all(|need| ready.contains(need))
+                    },
+                    |claimed| {
+                        Box::new(move || {
+                            let _ = reply.send(claimed);
+                        })
+                    },
+                );
             }
             KernelMsg::Release { key, token } => {
-                if let Err(err) = state.desk.path.release(&key, token) {
+                if let Err(err) = state.host.release(&mut state.desk.path, &key, token) {
                     debug!(key, error = %err, "release refused");
                 }
             }
             KernelMsg::Tick => {
                 let store = Arc::clone(&state.desk.store);
-                let path = &mut state.desk.path;
-                let fired = path.fire_timers(now);
-                let reaped = path.reap_leases(now);
-                let resumed = path.resume_yielded(now);
-                let started = path.fire_interests(now, &*store);
-                if fired + reaped + resumed + started > 0 {
-                    debug!(fired, reaped, resumed, started, "tick");
+                let ticked = state.host.tick(&mut state.desk.path, now, &*store);
+                if ticked.any() {
+                    debug!(?ticked, "tick");
                 }
             }
             KernelMsg::PlaceChanged {
@@ -330,11 +342,15 @@ impl Actor for Kernel {
                     myself.cast(KernelMsg::Tick)?;
                 }
             }
-            KernelMsg::Committed(result) => {
+            KernelMsg::Committed(seq, result) => {
                 state.committing = None;
                 if let Err(err) = result {
-                    error!(error = %err, "commit failed; the kernel restarts from the store");
+                    let dropped = state.host.lost();
+                    error!(error = %err, dropped, "commit failed; the kernel restarts from the store");
                     return Err(err.into());
+                }
+                for reply in state.host.durable(seq) {
+                    reply();
                 }
             }
         }
@@ -348,22 +364,43 @@ impl Actor for Kernel {
 
 impl KernelState {
     fn defer(&mut self, reply: impl FnOnce() + Send + 'static) {
-        self.deferred.push(Box::new(reply));
+        self.host.after_durable(Box::new(reply));
     }
 
     fn has_pending(&self) -> bool {
-        self.desk.path.has_writes() || !self.deferred.is_empty() || !self.reads.is_empty()
+        self.host.has_pending(&self.desk.path) || !self.reads.is_empty()
     }
 
     /// Takes the pending writes as one batch, and evaluates now — while memory holds
     /// exactly what the batch makes durable — every reply that must follow it.
     fn seal(&mut self) -> Sealed {
-        let batch = self.desk.path.take_batch();
-        let mut replies = std::mem::take(&mut self.deferred);
+        // Reads first: nothing is written between them and the seal, so each answer
+        // shows exactly what this batch makes durable.
+        let reads = std::mem::take(&mut self.reads);
+        if !reads.is_empty() {
+            let seats = self.genome.seats.to_json();
+            let commits = self.genome.stats.commits.load(Ordering::Relaxed);
+            let tree = self.genome.tree.get();
+            let links = tree.map_or_else(|| serde_json::json!([]), |t| t.links_json());
+            let tree = tree.map_or(serde_json::Value::Null, |t| t.tree_json());
+            for (request, reply) in reads {
+                let live = Live {
+                    seats: seats.clone(),
+                    commits,
+                    links: links.clone(),
+                    tree: tree.clone(),
+                };
+                let response = self.desk.read(request, Some(live));
+                self.host.after_durable(Box::new(move || {
+                    let _ = reply.send(response);
+                }));
+            }
+        }
+        let seal = self.host.seal(&mut self.desk.path);
         let mut wake_seats = false;
         let mut cancels = Vec::new();
         let mut places = Vec::new();
-        for notice in self.desk.path.take_notices() {
+        for notice in seal.notices {
             match notice {
                 Notice::EffectReady => wake_seats = true,
                 Notice::PlacesWanted {
@@ -388,50 +425,40 @@ impl KernelState {
                         && let Some(watchers) = self.watchers.remove(&job)
                     {
                         let view = self.desk.view(&job);
-                        replies.push(Box::new(move || {
-                            for watcher in watchers {
-                                let _ = watcher.send(view.clone());
-                            }
-                        }));
+                        self.host.attach(
+                            seal.seq,
+                            Box::new(move || {
+                                for watcher in watchers {
+                                    let _ = watcher.send(view.clone());
+                                }
+                            }),
+                        );
                     }
                 }
             }
         }
-        let reads = std::mem::take(&mut self.reads);
-        if !reads.is_empty() {
-            let seats = self.genome.seats.to_json();
-            let commits = self.genome.stats.commits.load(Ordering::Relaxed);
-            let tree = self.genome.tree.get();
-            let links = tree.map_or_else(|| serde_json::json!([]), |t| t.links_json());
-            let tree = tree.map_or(serde_json::Value::Null, |t| t.tree_json());
-            for (request, reply) in reads {
-                let live = Live {
-                    seats: seats.clone(),
-                    commits,
-                    links: links.clone(),
-                    tree: tree.clone(),
-                };
-                let response = self.desk.read(request, Some(live));
-                replies.push(Box::new(move || {
-                    let _ = reply.send(response);
-                }));
-            }
-        }
         let _ = self.genome.deadline.send(self.desk.path.next_deadline());
         Sealed {
-            batch,
-            replies,
+            seq: seal.seq,
+            batch: seal.batch,
+            early: seal.early,
             wake_seats,
             cancels,
             places,
         }
     }
 
-    /// Commits a sealed batch on a blocking thread; the kernel hears `Committed` after.
+    /// Commits a sealed batch on a blocking thread; the kernel hears `Committed` after
+    /// and lets its replies out.
     fn dispatch(&mut self, myself: &ActorRef<KernelMsg>, sealed: Sealed) {
+        let seq = sealed.seq;
         if sealed.batch.is_empty() {
-            // Nothing to make durable: everything before it already is.
+            // Nothing to make durable: everything before it already is (one commit is
+            // in flight at a time, and none is now).
             complete(&self.genome, sealed);
+            for reply in self.host.durable(seq) {
+                reply();
+            }
             return;
         }
         let genome = Arc::clone(&self.genome);
@@ -445,18 +472,22 @@ impl KernelState {
             if result.is_ok() {
                 complete(&genome, sealed);
             }
-            let _ = myself.cast(KernelMsg::Committed(result));
+            let _ = myself.cast(KernelMsg::Committed(seq, result));
         }));
     }
 
     /// Seals and commits on this thread (boot and stop, when nothing else runs).
     fn commit_now(&mut self) -> Result<(), ActorProcessingErr> {
         let sealed = self.seal();
+        let seq = sealed.seq;
         if !sealed.batch.is_empty() {
             let genome = Arc::clone(&self.genome);
             tokio::task::block_in_place(|| durable(&genome, &sealed.batch))?;
         }
         complete(&self.genome, sealed);
+        for reply in self.host.durable(seq) {
+            reply();
+        }
         Ok(())
     }
 }
@@ -487,7 +518,8 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
     Ok(())
 }
 
-/// What follows a durable batch: cancel halted effects, wake the seats, answer.
+/// What follows a durable batch: cancel halted effects, wake the seats, tell the place
+/// book. (The replies go out from the kernel, through its [`HomeHost`].)
 fn complete(genome: &Genome, sealed: Sealed) {
     let tree = genome.tree.get();
     for (key, holder, token) in &sealed.cancels {
@@ -510,7 +542,9 @@ fn complete(genome: &Genome, sealed: Sealed) {
     for message in sealed.places {
         genome.places.tell(message);
     }
-    for reply in sealed.replies {
+    // Nothing outside may hear of these before the batch is durable; they are empty
+    // unless a planted bug (never in a node) says otherwise.
+    for reply in sealed.early {
         reply();
     }
 }
