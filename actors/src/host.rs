@@ -120,6 +120,18 @@ impl<R> HomeHost<R> {
         }
     }
 
+    /// Hands over the replies of the sealed batch `seq`, for a host that makes batches
+    /// durable one at a time and in order (the node's kernel): it carries them with the
+    /// batch and lets them out the moment that batch is durable, on the committing
+    /// thread, rather than after one more trip through its mailbox. The duty is the
+    /// same — none may go out before the batch is durable — and so is the order.
+    pub fn carry(&mut self, seq: u64) -> Vec<R> {
+        match self.sealed.iter().position(|(s, _)| *s == seq) {
+            Some(at) => self.sealed.remove(at).map(|(_, r)| r).unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
     /// True when a seal would carry writes or replies.
     pub fn has_pending(&self, path: &JobPath) -> bool {
         path.has_writes() || !self.waiting.is_empty()

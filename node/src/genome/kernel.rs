@@ -126,6 +126,8 @@ struct Sealed {
     batch: WriteBatch,
     /// Replies the host lets out at once (none, unless a planted bug says so).
     early: Vec<Deferred>,
+    /// Replies that go out once `batch` is durable (carried from the [`HomeHost`]).
+    replies: Vec<Deferred>,
     wake_seats: bool,
     cancels: Vec<(String, String, u64)>,
     places: Vec<PlacesMsg>,
@@ -349,9 +351,8 @@ impl Actor for Kernel {
                     error!(error = %err, dropped, "commit failed; the kernel restarts from the store");
                     return Err(err.into());
                 }
-                for reply in state.host.durable(seq) {
-                    reply();
-                }
+                // Its replies went out with it; this only keeps the host's count.
+                state.host.durable(seq);
             }
         }
         if state.committing.is_none() && !state.flush_scheduled && state.has_pending() {
@@ -438,10 +439,13 @@ impl KernelState {
             }
         }
         let _ = self.genome.deadline.send(self.desk.path.next_deadline());
+        // One commit is in flight at a time, in order: the batch carries its replies.
+        let replies = self.host.carry(seal.seq);
         Sealed {
             seq: seal.seq,
             batch: seal.batch,
             early: seal.early,
+            replies,
             wake_seats,
             cancels,
             places,
@@ -456,9 +460,7 @@ impl KernelState {
             // Nothing to make durable: everything before it already is (one commit is
             // in flight at a time, and none is now).
             complete(&self.genome, sealed);
-            for reply in self.host.durable(seq) {
-                reply();
-            }
+            self.host.durable(seq);
             return;
         }
         let genome = Arc::clone(&self.genome);
@@ -485,9 +487,7 @@ impl KernelState {
             tokio::task::block_in_place(|| durable(&genome, &sealed.batch))?;
         }
         complete(&self.genome, sealed);
-        for reply in self.host.durable(seq) {
-            reply();
-        }
+        self.host.durable(seq);
         Ok(())
     }
 }
@@ -519,7 +519,7 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
 }
 
 /// What follows a durable batch: cancel halted effects, wake the seats, tell the place
-/// book. (The replies go out from the kernel, through its [`HomeHost`].)
+/// book, answer.
 fn complete(genome: &Genome, sealed: Sealed) {
     let tree = genome.tree.get();
     for (key, holder, token) in &sealed.cancels {
@@ -545,6 +545,9 @@ fn complete(genome: &Genome, sealed: Sealed) {
     // Nothing outside may hear of these before the batch is durable; they are empty
     // unless a planted bug (never in a node) says otherwise.
     for reply in sealed.early {
+        reply();
+    }
+    for reply in sealed.replies {
         reply();
     }
 }
