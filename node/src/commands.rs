@@ -4,25 +4,21 @@
 use crate::cli::{
     BenchCommand, Cli, Command, ContinueArgs, FlowsCommand, RunArgs, SubmitArgs, UpArgs,
 };
-use crate::control::client::Client;
-use crate::control::protocol::{FlowArg, Request, Response};
+use crate::control::protocol::{FlowArg, Request};
 use crate::control::server::socket_path;
 use crate::exit::{CliError, CliResult, Code};
-use crate::genome::desk::{Answer, Desk};
-use crate::genome::{NodeInfo, NodeSettings, now_ms};
-use crate::node::{
-    BootOptions, DataLock, LockError, Node, check_writable, open_store, open_store_read_only,
-    store_path,
-};
+use crate::genome::NodeSettings;
+use crate::node::{BootOptions, Node, store_path};
 use crate::output::{self, Output};
 use indicatif::{ProgressBar, ProgressStyle};
 use palm_actors::job::JobStatus;
-use palm_actors::path::{JobPath, JobPathConfig};
-use palm_actors::store::{MemoryStore, Store};
+use palm_api::verbs::check_continue;
+pub use palm_api::verbs::{duration_ms, flow_arg};
+pub use palm_node::config::{data_dir, default_node_name};
+pub use palm_node::target::{Access, Target, connect};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What every command knows.
@@ -33,27 +29,7 @@ pub struct Ctx {
     pub out: Output,
 }
 
-/// Resolves the data directory: `--data`, else `$PALM_HOME`, else `~/.palm`.
-pub fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
-    if let Some(dir) = flag {
-        return Ok(dir);
-    }
-    if let Some(home) = std::env::var_os("PALM_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(home));
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(".palm")),
-        None => Err(CliError::usage(
-            "data_dir",
-            "no data directory: pass --data DIR or set PALM_HOME",
-        )),
-    }
-}
-
 /// The node name: the host name, else `local`.
-pub fn default_node_name() -> String {
-    crate::sys::hostname().unwrap_or_else(|| "local".to_owned())
-}
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli, out: Output) -> CliResult {
@@ -114,7 +90,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Mcp(args) => crate::mcp::run(&ctx, args).await,
         Command::Bench(BenchCommand::Tunnel(args)) => crate::bench_tunnel::run(&ctx, args).await,
         Command::Bench(BenchCommand::Tree(args)) => crate::bench_tree::run(&ctx, args).await,
-        Command::Token(command) => crate::tokens::run(&ctx, command).await,
+        Command::Token(command) => crate::tokens_cmd::run(&ctx, command).await,
         Command::Bench(BenchCommand::Index(args)) => crate::bench_index::run(&ctx, args),
         Command::Intel(command) => crate::intel_cmd::run(&ctx, command),
     }
@@ -125,268 +101,6 @@ pub fn print(ctx: &Ctx, value: &Value, human: impl Fn(&Output, &Value)) {
         ctx.out.json(value);
     } else {
         human(&ctx.out, value);
-    }
-}
-
-/// Parses a duration like `500ms`, `30s`, `5m`, `1h`.
-pub fn duration_ms(text: &str, flag: &str) -> Result<u64, CliError> {
-    let parsed = text
-        .parse::<u64>()
-        .ok()
-        .or_else(|| palm_actors::definition::parse_duration_ms(text));
-    parsed.ok_or_else(|| {
-        CliError::usage(
-            "invalid_input",
-            format!("{flag} `{text}` is not a duration (e.g. 500ms, 30s, 5m)"),
-        )
-    })
-}
-
-/// A FLOW argument: a file (read and parsed now, so a broken flow is refused before any
-/// store is touched) or the name of a stored flow.
-pub fn flow_arg(text: &str) -> Result<FlowArg, CliError> {
-    let path = Path::new(text);
-    if path.is_file() {
-        let source = std::fs::read_to_string(path)
-            .map_err(|e| CliError::usage("invalid_flow", format!("cannot read {text}: {e}")))?;
-        if let Err(diagnostics) = palm_actors::definition::parse(&source, text) {
-            let first = diagnostics[0].to_string();
-            let more = diagnostics.len() - 1;
-            let message = if more == 0 {
-                first
-            } else {
-                format!(
-                    "{first}
-({more} more; `palm flows validate {text}` lists all)"
-                )
-            };
-            return Err(CliError::usage("invalid_flow", message));
-        }
-        return Ok(FlowArg::Source {
-            source,
-            origin: text.to_owned(),
-        });
-    }
-    if path.is_dir() {
-        return Err(CliError::usage(
-            "invalid_flow",
-            format!("{text} is a directory, not a flow file"),
-        ));
-    }
-    let looks_like_path = text.contains('/')
-        || [".yaml", ".yml", ".json"]
-            .iter()
-            .any(|ext| text.ends_with(ext));
-    if looks_like_path {
-        return Err(CliError::usage("invalid_flow", format!("no such flow file: {text}"))
-            .with_hint("FLOW is a path to a YAML/JSON file or the name of a stored flow (`palm flows list`)"));
-    }
-    Ok(FlowArg::Stored {
-        name: text.to_owned(),
-        revision: None,
-    })
-}
-
-fn into_result(response: Response) -> Result<Value, CliError> {
-    if response.ok {
-        return Ok(response.result.unwrap_or(Value::Null));
-    }
-    let error = response.error.unwrap_or_else(|| {
-        crate::control::protocol::ErrorBody::failure("error", "the node refused the request")
-    });
-    Err(CliError {
-        code: match error.exit {
-            2 => Code::Usage,
-            3 => Code::JobFailed,
-            4 => Code::JobWaiting,
-            5 => Code::JobCancelled,
-            _ => Code::Failure,
-        },
-        kind: error.kind,
-        message: error.message,
-        hint: error.hint,
-    })
-}
-
-/// Whether a command only reads, or writes too.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Reads: without a node, the store is left exactly as found.
-    Read,
-    /// Writes: without a node, changes are committed directly.
-    Write,
-}
-
-/// Where requests go.
-pub enum Target {
-    /// A node serving the data directory.
-    Remote(Client),
-    /// A node booted in this process.
-    Embedded(Box<Node>),
-    /// No node: the store, through a desk.
-    Store {
-        /// The desk.
-        desk: Box<Desk>,
-        /// Commit what requests write.
-        writes: bool,
-        /// Held while the desk is open, so no node boots under us.
-        _lock: Option<DataLock>,
-    },
-}
-
-async fn connect(data: &Path) -> Option<Client> {
-    Client::connect(&socket_path(data)).await
-}
-
-/// Waits for a node that holds the lock but is still booting to open its socket.
-async fn connect_when_up(data: &Path) -> Result<Client, CliError> {
-    for _ in 0..100 {
-        if let Some(client) = connect(data).await {
-            return Ok(client);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(CliError::failure(
-        "unavailable",
-        format!(
-            "a node holds {} but does not answer on its socket",
-            data.display()
-        ),
-    )
-    .with_hint("`palm doctor` checks the data directory"))
-}
-
-fn offline_info(data: &Path) -> NodeInfo {
-    NodeInfo {
-        name: default_node_name(),
-        profile: "all-in-one".to_owned(),
-        data: data.to_owned(),
-        pid: std::process::id(),
-        started_at: now_ms(),
-        embedded: true,
-    }
-}
-
-fn open_desk(store: Arc<dyn Store>, data: &Path) -> Result<Desk, CliError> {
-    let config = JobPathConfig {
-        node: default_node_name(),
-        ..JobPathConfig::default()
-    };
-    let (path, _) = JobPath::open(&*store, config, now_ms())
-        .map_err(|e| CliError::failure("store", format!("cannot open the job path: {e}")))?;
-    Ok(Desk {
-        path,
-        store,
-        info: offline_info(data),
-        places: None,
-    })
-}
-
-impl Target {
-    /// A target for one request: a running node, else the store directly.
-    pub async fn for_access(data: &Path, access: Access) -> Result<Target, CliError> {
-        if let Some(client) = connect(data).await {
-            return Ok(Target::Remote(client));
-        }
-        if access == Access::Read && !store_path(data).exists() {
-            // Nothing stored yet: answer from an empty store, without creating anything.
-            let store: Arc<dyn Store> = Arc::new(MemoryStore::durable());
-            return Ok(Target::Store {
-                desk: Box::new(open_desk(store, data)?),
-                writes: false,
-                _lock: None,
-            });
-        }
-        if access == Access::Write {
-            check_writable(data)?;
-        }
-        let lock = match DataLock::acquire(data) {
-            Ok(lock) => lock,
-            Err(LockError::Busy { .. }) => return Ok(Target::Remote(connect_when_up(data).await?)),
-            Err(LockError::Io(message)) => return Err(CliError::usage("data_dir", message)),
-        };
-        let store = match access {
-            Access::Read => open_store_read_only(data)?,
-            Access::Write => open_store(data)?,
-        };
-        Ok(Target::Store {
-            desk: Box::new(open_desk(store, data)?),
-            writes: access == Access::Write,
-            _lock: Some(lock),
-        })
-    }
-
-    /// A target that can drive jobs: a running node, else an embedded one.
-    pub async fn driving(data: &Path, seats: Option<usize>) -> Result<Target, CliError> {
-        if let Some(client) = connect(data).await {
-            return Ok(Target::Remote(client));
-        }
-        // An embedded node is the same node `palm up` would run: same config.
-        let config = crate::config::load(data, None)?;
-        let mut settings = NodeSettings::default();
-        if let Some(seats) = seats.or(config.seats) {
-            settings.seats = seats.max(1);
-        }
-        settings.capabilities = config.capabilities;
-        settings.places = config.places;
-        settings.providers = config.providers;
-        if let Some(lease_ms) = config.lease_ms {
-            settings.lease_ms = lease_ms;
-        }
-        let options = BootOptions {
-            data: data.to_owned(),
-            name: config.name.unwrap_or_else(default_node_name),
-            profile: "all-in-one".to_owned(),
-            settings,
-            embedded: true,
-        };
-        match Node::boot(options).await {
-            Ok(node) => Ok(Target::Embedded(Box::new(node))),
-            Err(err) if err.kind == "already_running" => {
-                Ok(Target::Remote(connect_when_up(data).await?))
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Sends one request.
-    pub async fn call(&mut self, request: Request) -> Result<Value, CliError> {
-        let response = match self {
-            Target::Remote(client) => client.call(&request).await.map_err(|e| {
-                CliError::failure("unavailable", format!("the node stopped answering: {e}"))
-            })?,
-            Target::Embedded(node) => node.call(request).await,
-            Target::Store { desk, writes, .. } => {
-                let answer = desk.answer(request, true);
-                let batch = desk.path.take_batch();
-                desk.path.take_notices();
-                if *writes && !batch.is_empty() {
-                    desk.store
-                        .commit(&batch)
-                        .and_then(|()| desk.store.flush())
-                        .map_err(|e| CliError::failure("store", format!("cannot commit: {e}")))?;
-                }
-                match answer {
-                    Answer::AfterCommit(response) => response,
-                    Answer::Read(request) => desk.read(request, None),
-                    // No node runs here, so nothing can move the job: answer as it is.
-                    Answer::Watch(job) => desk.view(&job),
-                }
-            }
-        };
-        into_result(response)
-    }
-
-    /// True when requests reach no node (jobs will not move until one runs).
-    pub fn is_offline(&self) -> bool {
-        matches!(self, Target::Store { .. })
-    }
-
-    /// Releases the target (stops an embedded node).
-    pub async fn finish(self) {
-        if let Target::Embedded(node) = self {
-            node.shutdown(Duration::ZERO).await;
-        }
     }
 }
 
@@ -565,52 +279,6 @@ async fn continue_job(ctx: &Ctx, args: ContinueArgs) -> CliResult {
     .await;
     target.finish().await;
     result
-}
-
-/// The refusals a node would give a continue, decided from a status view.
-fn check_continue(view: &Value, job: &str, key: &str, input: &Value) -> Result<(), CliError> {
-    use palm_actors::job::ApplyError;
-    let status = view["status"]
-        .as_str()
-        .and_then(JobStatus::parse)
-        .unwrap_or(JobStatus::Pending);
-    if status.is_terminal() {
-        let err = ApplyError::Terminal {
-            job: job.to_owned(),
-            status,
-        };
-        return Err(CliError::usage("job_finished", err.to_string()));
-    }
-    let waits = view["waiting_on"].as_array().cloned().unwrap_or_default();
-    let Some(wait) = waits.iter().find(|w| w["key"] == key) else {
-        let waiting = waits
-            .iter()
-            .filter_map(|w| w["key"].as_str().map(str::to_owned))
-            .collect();
-        let err = ApplyError::NotWaitingOn {
-            job: job.to_owned(),
-            key: key.to_owned(),
-            waiting,
-        };
-        return Err(CliError::usage("not_waiting", err.to_string()));
-    };
-    let choices: Vec<palm_actors::json::Json> = wait["choices"]
-        .as_array()
-        .map(|c| c.iter().cloned().map(palm_actors::json::Json).collect())
-        .unwrap_or_default();
-    let schema = wait
-        .get("schema")
-        .filter(|s| !s.is_null())
-        .cloned()
-        .map(palm_actors::json::Json);
-    if let Err(problems) = palm_actors::job::validate_wait_input(&choices, schema.as_ref(), input) {
-        let err = ApplyError::InvalidInput {
-            key: key.to_owned(),
-            problems,
-        };
-        return Err(CliError::usage("invalid_input", err.to_string()));
-    }
-    Ok(())
 }
 
 async fn flows(ctx: &Ctx, command: FlowsCommand) -> CliResult {

@@ -9,7 +9,8 @@ use crate::commands::{Access, Ctx, one_call, print};
 use crate::control::protocol::Request;
 use crate::exit::{CliError, CliResult, Code};
 use crate::output;
-use palm_actors::place::{PlaceSpec, parse_places};
+use palm_actors::place::PlaceSpec;
+use palm_api::verbs::one_spec;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
 
@@ -234,24 +235,4 @@ fn adopt_spec(args: &PlacesAdoptArgs) -> Result<PlaceSpec, CliError> {
     place.insert("adopt".into(), adopt);
     probe_fields(&args.probe, &mut place)?;
     one_spec(&args.name, place)
-}
-
-/// Parses `{places: {NAME: place}}` with the config parser.
-pub(crate) fn one_spec(name: &str, place: Map<String, Value>) -> Result<PlaceSpec, CliError> {
-    let document = json!({ "places": { name: place } }).to_string();
-    let parsed = palm_actors::definition::yaml::read(&document)
-        .map_err(|e| CliError::usage("invalid_input", e.message))?;
-    let places = parsed.get("places").unwrap_or(&parsed);
-    match parse_places(places) {
-        Ok(mut specs) if specs.len() == 1 => Ok(specs.remove(0)),
-        Ok(_) => Err(CliError::usage("invalid_input", "expected one place")),
-        Err(errors) => {
-            let first = &errors[0];
-            let err = CliError::usage("invalid_input", first.message.clone());
-            Err(match &first.hint {
-                Some(hint) => err.with_hint(hint.clone()),
-                None => err,
-            })
-        }
-    }
 }

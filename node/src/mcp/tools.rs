@@ -807,7 +807,7 @@ async fn submit(
             )
             .hint(usage));
         }
-        (Some(text), None) => match crate::commands::flow_arg(text)? {
+        (Some(text), None) => match palm_api::verbs::flow_arg(text)? {
             FlowArg::Stored { name, .. } => FlowArg::Stored {
                 name,
                 revision: u64_arg(arguments, "revision").and_then(|r| u32::try_from(r).ok()),
@@ -1184,7 +1184,7 @@ async fn places(link: &ControlLink, arguments: &Map<String, Value>) -> Result<An
                         "palm_places: argument `place` is required with action=add: the place as in palm.yaml, e.g. {\"spawn\": \"exec python3 -m http.server 8123\", \"probe\": {\"tcp\": \"127.0.0.1:8123\"}}",
                     )
                 })?;
-            let spec = crate::places_cmd::one_spec(name, place)?;
+            let spec = palm_api::verbs::one_spec(name, place)?;
             Request::PlacesAdd { spec }
         }
         "remove" => Request::PlacesRemove {

@@ -140,7 +140,7 @@ pub fn plan(data: &Path, up: &UpTree<'_>) -> Result<(String, String, Option<Tree
         let name = up
             .name
             .clone()
-            .unwrap_or_else(crate::commands::default_node_name);
+            .unwrap_or_else(crate::config::default_node_name);
         return Ok((profile, name, None));
     }
     let Some(role) = Role::parse(&profile) else {
@@ -192,7 +192,7 @@ pub fn plan(data: &Path, up: &UpTree<'_>) -> Result<(String, String, Option<Tree
                 None => up
                     .name
                     .clone()
-                    .unwrap_or_else(crate::commands::default_node_name),
+                    .unwrap_or_else(crate::config::default_node_name),
             };
             if record.is_some() {
                 name_check(&name)?;

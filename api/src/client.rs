@@ -1,6 +1,6 @@
 //! A client of a node's control socket.
 
-use super::protocol::{Request, Response};
+use crate::protocol::{Request, Response};
 use std::path::Path;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;

@@ -4,8 +4,7 @@
 //! answers with [`dispatch`], whether the request came over `DIR/palm.sock` or from a
 //! command running the node in-process.
 
-pub mod client;
-pub mod protocol;
+pub use palm_api::{client, protocol};
 pub mod server;
 
 use crate::genome::Genome;
