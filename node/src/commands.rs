@@ -87,11 +87,13 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Doctor => crate::doctor::run(&ctx).await,
         Command::Version { full } => version(&ctx, full),
         Command::Bench(BenchCommand::Jobs(args)) => crate::bench::jobs(&ctx, args).await,
-        Command::Mcp(args) => crate::mcp::run(&ctx, args).await,
+        Command::Mcp(args) => palm_mcp::run(&ctx.data, ctx.out.json, args).await,
         Command::Bench(BenchCommand::Tunnel(args)) => crate::bench_tunnel::run(&ctx, args).await,
         Command::Bench(BenchCommand::Tree(args)) => crate::bench_tree::run(&ctx, args).await,
         Command::Token(command) => crate::tokens_cmd::run(&ctx, command).await,
+        #[cfg(feature = "intel")]
         Command::Bench(BenchCommand::Index(args)) => crate::bench_index::run(&ctx, args),
+        #[cfg(feature = "intel")]
         Command::Intel(command) => crate::intel_cmd::run(&ctx, command),
     }
 }

@@ -4,6 +4,7 @@
 //! input, 3 job failed, 4 job waiting, 5 job cancelled.
 
 mod bench;
+#[cfg(feature = "intel")]
 mod bench_index;
 mod bench_tree;
 mod bench_tunnel;
@@ -12,9 +13,9 @@ mod commands;
 mod doctor;
 use palm_api::exit;
 use palm_node::{config, control, genome, link, node, providers, sys, tokens};
+#[cfg(feature = "intel")]
 mod intel_cmd;
 mod interests_cmd;
-mod mcp;
 mod output;
 mod places_cmd;
 mod sim_cmd;

@@ -1,4 +1,5 @@
-//! `palm mcp`: the node's MCP surface, so coding agents drive the same jobs as people.
+//! `palm-mcp`: the node's MCP surface (`palm mcp`), so coding agents drive the same jobs
+//! as people.
 //!
 //! This module is a *transport*: every tool call becomes one or more control
 //! [`Request`](crate::control::protocol::Request)s, sent to the node serving the data
@@ -15,7 +16,9 @@
 //! - `stdio.rs` — the stdio transport with a bounded request line.
 //! - `http.rs` — streamable HTTP behind a bearer token.
 //! - `install.rs` — `palm mcp install`: registering Palm with Claude Code or Codex.
+//! - `args.rs` — the flags, flattened into the `palm` binary's CLI.
 
+pub mod args;
 pub mod assist;
 pub mod control_link;
 pub mod http;
@@ -25,17 +28,19 @@ pub mod server;
 pub mod stdio;
 pub mod tools;
 
-use crate::cli::{McpArgs, McpCommand};
-use crate::commands::Ctx;
-use crate::exit::{CliResult, Code};
+pub use args::{McpArgs, McpCommand, McpInstallArgs};
 use control_link::ControlLink;
+use palm_api::exit::{self, CliResult, Code};
+use palm_node::{control, genome, node};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs `palm mcp`.
-pub async fn run(ctx: &Ctx, args: McpArgs) -> CliResult {
+/// Runs `palm mcp` on the data directory `data` (`json`: machine output for the
+/// commands that print).
+pub async fn run(data: &Path, json: bool, args: McpArgs) -> CliResult {
     if let Some(McpCommand::Install(install)) = args.command {
-        return install::run(ctx, install);
+        return install::run(data, json, install);
     }
     if args.seats == Some(0) {
         return Err(crate::exit::CliError::usage(
@@ -45,13 +50,13 @@ pub async fn run(ctx: &Ctx, args: McpArgs) -> CliResult {
     }
     // Resolve where requests go before speaking MCP: a node that cannot start is a clear
     // error on stderr and an exit code, not a session whose every call fails.
-    let link = Arc::new(ControlLink::open(&ctx.data, args.seats).await?);
+    let link = Arc::new(ControlLink::open(data, args.seats).await?);
     tracing::info!(target: "palm::mcp", attached = link.describe(), "mcp server starting");
     let served = match &args.http {
         Some(address) => {
             http::serve(
                 Arc::clone(&link),
-                &ctx.data,
+                data,
                 address,
                 args.token.clone(),
                 args.allow_remote,

@@ -9,10 +9,10 @@ use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use serde_json::json;
 
 /// The short card: what Palm is, which tool first, how waits work.
-pub const CARD: &str = include_str!("../../../docs/mcp-card.md");
+pub const CARD: &str = include_str!("../../docs/mcp-card.md");
 
 /// The full guide.
-pub const GUIDE: &str = include_str!("../../../docs/mcp.md");
+pub const GUIDE: &str = include_str!("../../docs/mcp.md");
 
 /// URI of the card.
 pub const CARD_URI: &str = "palm://agent/card";

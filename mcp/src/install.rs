@@ -8,8 +8,7 @@
 //! is kept); Codex's `config.toml` is edited as text — the `[mcp_servers.palm]` table is
 //! appended or replaced in place — so comments and formatting elsewhere survive.
 
-use crate::cli::McpInstallArgs;
-use crate::commands::Ctx;
+use crate::args::McpInstallArgs;
 use crate::exit::{CliError, CliResult, Code};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -195,8 +194,8 @@ fn home() -> Result<PathBuf, CliError> {
 }
 
 /// Runs the command.
-pub fn run(ctx: &Ctx, args: McpInstallArgs) -> CliResult {
-    let launch = launch(&ctx.data);
+pub fn run(data: &Path, json: bool, args: McpInstallArgs) -> CliResult {
+    let launch = launch(data);
     let command_line: Vec<String> = std::iter::once(launch.command.as_str())
         .chain(launch.args.iter().map(String::as_str))
         .map(shell_word)
@@ -223,8 +222,8 @@ pub fn run(ctx: &Ctx, args: McpInstallArgs) -> CliResult {
         ),
     };
     if !args.write {
-        if ctx.out.json {
-            ctx.out.json(&json!({
+        if json {
+            print_json(&json!({
                 "client": args.client, "config": config.display().to_string(),
                 "snippet": snippet, "command": cli,
                 "launch": {"command": launch.command, "args": launch.args},
@@ -283,8 +282,10 @@ pub fn run(ctx: &Ctx, args: McpInstallArgs) -> CliResult {
             }
         }
     };
-    if ctx.out.json {
-        ctx.out.json(&json!({"client": args.client, "config": config.display().to_string(), "outcome": outcome}));
+    if json {
+        print_json(
+            &json!({"client": args.client, "config": config.display().to_string(), "outcome": outcome}),
+        );
     } else {
         println!(
             "{outcome} {} ({SERVER_NAME} → {command_line})",
@@ -347,4 +348,11 @@ mod tests {
         let inline = "mcp_servers = { palm = { command = \"x\" } }\n";
         assert!(merge_codex(Some(inline), &launch(), false).is_err());
     }
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
 }

@@ -8,7 +8,6 @@
 //! request at a time per connection, and a `wait` may hold its connection for minutes).
 //! If the attached node goes away, the next call boots an embedded node and goes on.
 
-use crate::commands::Target;
 use crate::control::client::Client;
 use crate::control::dispatch;
 use crate::control::protocol::{ErrorBody, Request, Response};
@@ -16,6 +15,7 @@ use crate::control::server::socket_path;
 use crate::exit::CliError;
 use crate::genome::Genome;
 use crate::node::Node;
+use palm_node::target::Target;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
