@@ -8,7 +8,7 @@
 
 use super::control_link::ControlLink;
 use super::tools::{Answer, ToolError, ask};
-use crate::control::protocol::Request;
+use palm_api::protocol::Request;
 use serde_json::{Map, Value, json};
 
 /// Waiting jobs whose waits are looked up in detail (key, prompt, schema).

@@ -8,13 +8,13 @@
 //! request at a time per connection, and a `wait` may hold its connection for minutes).
 //! If the attached node goes away, the next call boots an embedded node and goes on.
 
-use crate::control::client::Client;
 use crate::control::dispatch;
-use crate::control::protocol::{ErrorBody, Request, Response};
 use crate::control::server::socket_path;
 use crate::exit::CliError;
 use crate::genome::Genome;
 use crate::node::Node;
+use palm_api::client::Client;
+use palm_api::protocol::{ErrorBody, Request, Response};
 use palm_node::target::Target;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,12 +9,12 @@
 
 use super::control_link::ControlLink;
 use super::server::PalmMcp;
-use crate::control::protocol::REQUEST_BYTES_MAX;
 use crate::exit::CliError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use palm_api::protocol::REQUEST_BYTES_MAX;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::convert::Infallible;

@@ -295,6 +295,13 @@ pub fn run(data: &Path, json: bool, args: McpInstallArgs) -> CliResult {
     Ok(Code::Ok)
 }
 
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,11 +355,4 @@ mod tests {
         let inline = "mcp_servers = { palm = { command = \"x\" } }\n";
         assert!(merge_codex(Some(inline), &launch(), false).is_err());
     }
-}
-
-fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
 }

@@ -2,7 +2,7 @@
 //! as people.
 //!
 //! This module is a *transport*: every tool call becomes one or more control
-//! [`Request`](crate::control::protocol::Request)s, sent to the node serving the data
+//! [`Request`](palm_api::protocol::Request)s, sent to the node serving the data
 //! directory over `DIR/palm.sock` (or to a node this process boots, like `palm run`).
 //! It holds no job logic and no identity of its own; what a tool answers is what the
 //! control request answered, reshaped for an agent.

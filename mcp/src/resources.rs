@@ -3,7 +3,7 @@
 
 use super::control_link::ControlLink;
 use super::tools::ask;
-use crate::control::protocol::Request;
+use palm_api::protocol::Request;
 use rmcp::ErrorData;
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use serde_json::json;

@@ -215,11 +215,9 @@ impl ServerHandler for PalmMcp {
             return Err(ErrorData::invalid_request(
                 format!(
                     "request refused: {bytes} bytes is more than the bound of {} bytes per message (REQUEST_BYTES_MAX); send less per call (a large flow can be submitted by file path: palm_submit with flow set to the path)",
-                    crate::control::protocol::REQUEST_BYTES_MAX
+                    palm_api::protocol::REQUEST_BYTES_MAX
                 ),
-                Some(
-                    json!({"bytes": bytes, "bytes_max": crate::control::protocol::REQUEST_BYTES_MAX}),
-                ),
+                Some(json!({"bytes": bytes, "bytes_max": palm_api::protocol::REQUEST_BYTES_MAX})),
             ));
         }
         Err(ErrorData::new(

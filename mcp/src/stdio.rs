@@ -10,8 +10,8 @@
 
 use super::control_link::ControlLink;
 use super::server::PalmMcp;
-use crate::control::protocol::REQUEST_BYTES_MAX;
 use crate::exit::CliError;
+use palm_api::protocol::REQUEST_BYTES_MAX;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -9,9 +9,9 @@
 
 use super::control_link::ControlLink;
 use crate::control::WAIT_MS_MAX;
-use crate::control::protocol::{ErrorBody, FlowArg, Request};
 use palm_actors::job::JobStatus;
 use palm_actors::jsonschema::Schema;
+use palm_api::protocol::{ErrorBody, FlowArg, Request};
 use rmcp::model::{
     CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, ProgressToken, Tool,
     ToolAnnotations,

@@ -9,12 +9,12 @@
 //! the job path costs over the storage it cannot avoid.
 
 use crate::cli::BenchJobsArgs;
-use crate::commands::Ctx;
-use crate::control::protocol::{FlowArg, Request};
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use crate::genome::NodeSettings;
 use crate::node::{BootOptions, Node};
 use palm_actors::store::{RedbStore, Store, Table, WriteBatch};
+use palm_api::protocol::{FlowArg, Request};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

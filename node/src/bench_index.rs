@@ -11,7 +11,7 @@
 //!    as a whole process and in-process, against `rg -n -F -w WORD` over the same tree
 //!    (`grep -rnFw` when ripgrep is not installed; the report says which).
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use clap::Args;
 use palm_intel::{Intel, NoProgress};

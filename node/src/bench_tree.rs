@@ -16,10 +16,10 @@
 //! - **throughput**: effects/s with many jobs in flight, submit to all terminal.
 
 use crate::cli::BenchTreeArgs;
-use crate::commands::Ctx;
-use crate::control::client::Client;
-use crate::control::protocol::{FlowArg, Request};
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
+use palm_api::client::Client;
+use palm_api::protocol::{FlowArg, Request};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

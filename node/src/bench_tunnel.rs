@@ -2,7 +2,7 @@
 //! echo measured in the same run (the measurement itself is `palm_transport::bench`).
 
 use crate::cli::BenchTunnelArgs;
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use palm_transport::bench::{BenchOptions, tunnel};
 

@@ -4,32 +4,22 @@
 use crate::cli::{
     BenchCommand, Cli, Command, ContinueArgs, FlowsCommand, RunArgs, SubmitArgs, UpArgs,
 };
-use crate::control::protocol::{FlowArg, Request};
 use crate::control::server::socket_path;
+pub use crate::ctx::{Ctx, one_call, print};
 use crate::exit::{CliError, CliResult, Code};
 use crate::genome::NodeSettings;
 use crate::node::{BootOptions, Node, store_path};
 use crate::output::{self, Output};
 use indicatif::{ProgressBar, ProgressStyle};
 use palm_actors::job::JobStatus;
+use palm_api::protocol::{FlowArg, Request};
 use palm_api::verbs::check_continue;
 pub use palm_api::verbs::{duration_ms, flow_arg};
-pub use palm_node::config::{data_dir, default_node_name};
+pub use palm_node::config::data_dir;
 pub use palm_node::target::{Access, Target, connect};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// What every command knows.
-pub struct Ctx {
-    /// Data directory.
-    pub data: PathBuf,
-    /// Output mode.
-    pub out: Output,
-}
-
-/// The node name: the host name, else `local`.
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli, out: Output) -> CliResult {
@@ -96,21 +86,6 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         #[cfg(feature = "intel")]
         Command::Intel(command) => crate::intel_cmd::run(&ctx, command),
     }
-}
-
-pub fn print(ctx: &Ctx, value: &Value, human: impl Fn(&Output, &Value)) {
-    if ctx.out.json {
-        ctx.out.json(value);
-    } else {
-        human(&ctx.out, value);
-    }
-}
-
-pub async fn one_call(ctx: &Ctx, access: Access, request: Request) -> Result<Value, CliError> {
-    let mut target = Target::for_access(&ctx.data, access).await?;
-    let result = target.call(request).await;
-    target.finish().await;
-    result
 }
 
 fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {

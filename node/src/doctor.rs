@@ -1,11 +1,12 @@
 //! `palm doctor`: what is wrong with this setup, and what to do about it.
 
-use crate::commands::{Ctx, default_node_name};
-use crate::control::client::Client;
-use crate::control::protocol::Request;
 use crate::control::server::{SOCKET_PATH_MAX, socket_path};
+use crate::ctx::Ctx;
 use crate::exit::{CliResult, Code};
 use crate::node::{DataLock, LockError, lock_path, open_store_read_only, store_path};
+use palm_api::client::Client;
+use palm_api::protocol::Request;
+use palm_node::config::default_node_name;
 use serde_json::{Value, json};
 
 struct Check {

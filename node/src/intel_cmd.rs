@@ -7,7 +7,7 @@
 //! document (`--json`) or a readable form. Library errors map to exit 2 when they are
 //! about the input (not a repository, a path outside it, an unknown file, ...), else 1.
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use crate::output::Output;
 use clap::{Args, Subcommand};

@@ -1,10 +1,11 @@
 //! `palm interests`, `palm emit` and `palm providers`: what starts what, an event by
 //! hand, and what `call` can reach.
 
-use crate::commands::{Access, Ctx, one_call, print};
-use crate::control::protocol::Request;
+use crate::ctx::{Ctx, one_call, print};
 use crate::exit::{CliResult, Code};
 use crate::output::Output;
+use palm_api::protocol::Request;
+use palm_node::target::Access;
 use serde_json::Value;
 
 fn time(ms: Option<u64>) -> String {

@@ -10,6 +10,7 @@ mod bench_tree;
 mod bench_tunnel;
 mod cli;
 mod commands;
+mod ctx;
 mod doctor;
 use palm_api::exit;
 use palm_node::{config, control, genome, link, node, providers, sys, tokens};

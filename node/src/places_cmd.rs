@@ -5,12 +5,13 @@
 //! in `palm.yaml`.
 
 use crate::cli::{PlaceProbeArgs, PlacesAddArgs, PlacesAdoptArgs, PlacesCommand};
-use crate::commands::{Access, Ctx, one_call, print};
-use crate::control::protocol::Request;
+use crate::ctx::{Ctx, one_call, print};
 use crate::exit::{CliError, CliResult, Code};
 use crate::output;
 use palm_actors::place::PlaceSpec;
+use palm_api::protocol::Request;
 use palm_api::verbs::one_spec;
+use palm_node::target::Access;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
 

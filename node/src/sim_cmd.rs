@@ -5,7 +5,7 @@
 //! The flags, the runs and the report are `palm_sim::cli`'s, shared with `palm-sim` (the
 //! same simulator with planted bugs, never built into this binary).
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use palm_sim::cli::{SimArgs, SimError};
 

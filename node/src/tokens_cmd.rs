@@ -3,13 +3,13 @@
 //! directory under its lock. The decisions are `palm_node::tokens`'.
 
 use crate::cli::TokenCommand;
-use crate::commands::Ctx;
-use crate::control::client::Client;
-use crate::control::protocol::Request;
 use crate::control::server::socket_path;
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use crate::node::{DataLock, LockError};
 use crate::tokens::{decide, not_a_root};
+use palm_api::client::Client;
+use palm_api::protocol::Request;
 use serde_json::{Value, json};
 
 fn ttl_ms(text: &str) -> Result<u64, CliError> {

@@ -3,7 +3,7 @@
 //! Subflows are resolved from files beside the one validated (`NAME.yaml`, `NAME.yml`,
 //! `NAME.json`), so a directory of flows validates on its own, without a store.
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
 use palm_actors::definition::{self, Definition, Diagnostic};
 use serde_json::{Value, json};

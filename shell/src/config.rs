@@ -191,6 +191,28 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
     Ok(config)
 }
 
+/// Resolves the data directory: `--data`, else `$PALM_HOME`, else `~/.palm`.
+pub fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    if let Some(dir) = flag {
+        return Ok(dir);
+    }
+    if let Some(home) = std::env::var_os("PALM_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".palm")),
+        None => Err(CliError::usage(
+            "data_dir",
+            "no data directory: pass --data DIR or set PALM_HOME",
+        )),
+    }
+}
+
+/// The node name when none is configured: the host's name.
+pub fn default_node_name() -> String {
+    crate::sys::hostname().unwrap_or_else(|| "local".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,26 +257,4 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.message, "palm.yaml:4:12: unknown probe kind `grpc`");
     }
-}
-
-/// Resolves the data directory: `--data`, else `$PALM_HOME`, else `~/.palm`.
-pub fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
-    if let Some(dir) = flag {
-        return Ok(dir);
-    }
-    if let Some(home) = std::env::var_os("PALM_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(home));
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(".palm")),
-        None => Err(CliError::usage(
-            "data_dir",
-            "no data directory: pass --data DIR or set PALM_HOME",
-        )),
-    }
-}
-
-/// The node name when none is configured: the host's name.
-pub fn default_node_name() -> String {
-    crate::sys::hostname().unwrap_or_else(|| "local".to_owned())
 }

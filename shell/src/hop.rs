@@ -20,7 +20,6 @@
 //!   served from this node's memory while the way home is cut is marked `"invalid"`, with
 //!   `home_unreachable_since` and why.
 
-use crate::control::protocol::{ErrorBody, Request, Response};
 use crate::genome::kernel::KernelMsg;
 use crate::genome::runner::{self, EffectHost};
 use crate::genome::{Genome, now_ms};
@@ -28,6 +27,7 @@ use crate::link::TreeMsg;
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
+use palm_api::protocol::{ErrorBody, Request, Response};
 use palm_topology::{
     Direction, HopConfig, HopCore, HopOutput, LocalFacts, Reply, Role, RouteRequest, Routed,
     TopoMsg, Toward,

@@ -5,7 +5,6 @@
 //! stops it. One node per data directory: the lock file refuses a second.
 
 use crate::control::dispatch;
-use crate::control::protocol::{Request, Response};
 use crate::exit::CliError;
 use crate::genome::kernel::Kernel;
 use crate::genome::seats::{Seat, SeatArgs};
@@ -14,6 +13,7 @@ use crate::genome::ticker::Ticker;
 use crate::genome::{Genome, NodeInfo, NodeSettings, now_ms};
 use palm_actors::store::{RedbStore, Store, StoreError};
 use palm_actors::supervisor::{ChildSpec, Intensity, Restart, Strategy};
+use palm_api::protocol::{Request, Response};
 use ractor::{Actor, ActorRef};
 use std::fs::File;
 use std::io::{Read, Seek, Write};

@@ -2,8 +2,6 @@
 //! in this process, or — with no node — the store directly through a desk. Shared by
 //! every surface that drives jobs (the CLI, the MCP server).
 
-use crate::control::client::Client;
-use crate::control::protocol::Request;
 use crate::control::server::socket_path;
 use crate::exit::CliError;
 use crate::genome::desk::{Answer, Desk};
@@ -14,6 +12,8 @@ use crate::node::{
 };
 use palm_actors::path::{JobPath, JobPathConfig};
 use palm_actors::store::{MemoryStore, Store};
+use palm_api::client::Client;
+use palm_api::protocol::Request;
 use palm_api::verbs::into_result;
 use serde_json::Value;
 use std::path::Path;

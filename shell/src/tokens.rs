@@ -5,8 +5,8 @@
 //! is closed). With no node running, the command works offline on the root's data
 //! directory (holding its lock), and the next boot honours it.
 
-use crate::control::protocol::{ErrorBody, Request, Response};
 use crate::genome::{Genome, now_ms};
+use palm_api::protocol::{ErrorBody, Request, Response};
 use palm_transport::{Authority, Role, TokenError};
 use serde_json::{Value, json};
 use std::sync::Arc;

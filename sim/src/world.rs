@@ -701,11 +701,10 @@ impl World {
             Ev::Crash { node } => self.crash(node),
             Ev::Restart { node } => self.restart(node),
             Ev::Partition { child } => self.partition(child),
-            Ev::Heal { child } => {
-                if self.links[child].conn.is_none() {
-                    self.after(0, Ev::Dial { child });
-                }
+            Ev::Heal { child } if self.links[child].conn.is_none() => {
+                self.after(0, Ev::Dial { child });
             }
+            Ev::Heal { .. } => {}
             Ev::Quiet => {
                 self.quiet = true;
                 self.net.heal_all();

@@ -1183,25 +1183,25 @@ impl HopCore {
         };
         // Who may say what: a parent places and cancels and answers reports; a child
         // summarises, reports and answers placements. Anything else is dropped.
-        let allowed = match (&msg, direction) {
-            (TopoMsg::Forward { .. } | TopoMsg::Answer { .. }, _) => true,
-            (
-                TopoMsg::Summary(_)
-                | TopoMsg::Placed { .. }
-                | TopoMsg::Renew { .. }
-                | TopoMsg::Complete { .. },
-                Direction::Child,
-            ) => true,
-            (
-                TopoMsg::Parent(_)
-                | TopoMsg::Place { .. }
-                | TopoMsg::Cancel { .. }
-                | TopoMsg::Renewed { .. }
-                | TopoMsg::Completed { .. },
-                Direction::Parent,
-            ) => true,
-            _ => false,
-        };
+        let allowed = matches!(
+            (&msg, direction),
+            (TopoMsg::Forward { .. } | TopoMsg::Answer { .. }, _)
+                | (
+                    TopoMsg::Summary(_)
+                        | TopoMsg::Placed { .. }
+                        | TopoMsg::Renew { .. }
+                        | TopoMsg::Complete { .. },
+                    Direction::Child,
+                )
+                | (
+                    TopoMsg::Parent(_)
+                        | TopoMsg::Place { .. }
+                        | TopoMsg::Cancel { .. }
+                        | TopoMsg::Renewed { .. }
+                        | TopoMsg::Completed { .. },
+                    Direction::Parent,
+                )
+        );
         if !allowed {
             self.event(
                 "refused_message",

@@ -5,11 +5,11 @@
 //! something (a read-only command leaves the store exactly as it found it).
 
 use super::{NodeInfo, now_ms};
-use crate::control::protocol::{ErrorBody, FlowArg, Request, Response};
 use palm_actors::job::{ApplyError, JobStatus};
 use palm_actors::path::{FlowRef, JobError, JobPath, JobView, SubmitError, SubmitRequest};
 use palm_actors::place::Blocked;
 use palm_actors::store::Store;
+use palm_api::protocol::{ErrorBody, FlowArg, Request, Response};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -20,11 +20,11 @@
 use super::desk::{Answer, Desk, Live, settled};
 use super::places::PlacesMsg;
 use super::{Genome, now_ms};
-use crate::control::protocol::{Request, Response};
 use palm_actors::bt::Outcome;
 use palm_actors::host::HomeHost;
 use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
 use palm_actors::store::{Store, WriteBatch};
+use palm_api::protocol::{Request, Response};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::HashMap;
 use std::sync::Arc;

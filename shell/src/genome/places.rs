@@ -13,11 +13,11 @@
 
 use super::kernel::KernelMsg;
 use super::{Genome, now_ms};
-use crate::control::protocol::{ErrorBody, Request, Response};
 use palm_actors::place::{
     Adopt, Check, Exit, NodeEventKind, Origin, PlaceBook, PlaceCommand, PlaceError, PlaceSpec,
     PlaceState, PlaceView, Readiness, Source, SpawnSpec, read_node_events,
 };
+use palm_api::protocol::{ErrorBody, Request, Response};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 use std::collections::HashMap;

@@ -2,8 +2,8 @@
 //! through its kernel (a `put` is acknowledged once durable).
 
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::control::protocol::Request;
 use crate::genome::kernel::KernelMsg;
+use palm_api::protocol::Request;
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -8,9 +8,9 @@
 //! of callers (a cycle), the call fails instead of starting anything.
 
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::control::protocol::{FlowArg, Request, Response};
 use crate::genome::kernel::KernelMsg;
 use palm_actors::interest::{DEPTH_MAX, StartedBy};
+use palm_api::protocol::{FlowArg, Request, Response};
 use serde_json::{Value, json};
 use std::time::Duration;
 
