@@ -1900,14 +1900,25 @@ impl World {
             let Some(live) = node.live.as_ref() else {
                 continue;
             };
-            for run in live.runs.values() {
-                if run.seat.is_some() && !run.finished && run.lease_until > now {
-                    live_leases.push((run.key.clone(), format!("n{i}/seat")));
-                }
-            }
-            for (key, _, until) in live.hop.placed_leases() {
+            // Placed runs as the world runs them (not as the core counts them: a core
+            // that lost track of a run must not hide it), each under the lease the core
+            // last renewed for its key and token.
+            let placed: BTreeMap<&str, (u64, u64)> = live
+                .hop
+                .placed_leases()
+                .map(|(key, token, until)| (key, (token, until)))
+                .collect();
+            for run in live.runs.values().filter(|run| !run.finished) {
+                let until = match run.seat {
+                    Some(_) => run.lease_until,
+                    None => match placed.get(run.key.as_str()) {
+                        Some((token, until)) if *token == run.token => *until,
+                        _ => continue,
+                    },
+                };
                 if until > now {
-                    live_leases.push((key.to_owned(), format!("n{i}/placed")));
+                    let holder = if run.seat.is_some() { "seat" } else { "placed" };
+                    live_leases.push((run.key.clone(), format!("n{i}/{holder}")));
                 }
             }
         }
