@@ -1,13 +1,13 @@
 //! No import cycle of more than 3 modules in any crate of the workspace (a module is a
 //! file; `crate::a::b` and `super::x` paths are its imports). Two crates still carry an
 //! older, larger cycle, pinned here as a ceiling so it can only shrink: the node shell's
-//! (`genome` is the hub: genome ↔ link ↔ hop ↔ control ↔ providers) and transport's.
+//! (13 of its 25 modules: `Genome` is the hub every organ references and that holds them all) and transport's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The largest cycle each crate may have; every other crate: 3.
-const CEILINGS: &[(&str, usize)] = &[("shell", 10), ("transport", 7)];
+const CEILINGS: &[(&str, usize)] = &[("shell", 13), ("transport", 7)];
 
 const CRATES: &[&str] = &[
     "actors",
@@ -88,9 +88,6 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut edges = BTreeMap::new();
     for (name, file) in &names {
         let text = std::fs::read_to_string(file).expect("read");
-        let is_dir_module = file
-            .file_stem()
-            .is_some_and(|s| s == "mod" || s == "lib" || s == "main");
         let mut out = BTreeSet::new();
         for (at, _) in text.match_indices("crate::") {
             let parts = idents(&text, at + "crate".len());
@@ -99,10 +96,8 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             }
         }
         for (at, _) in text.match_indices("super::") {
+            // `super` of `a::b` (a/b.rs or a/b/mod.rs) is `a`.
             let mut base: Vec<String> = name.split("::").map(str::to_owned).collect();
-            if !is_dir_module {
-                base.pop();
-            }
             base.pop();
             base.extend(idents(&text, at + "super".len()));
             if let Some(target) = resolve(&modules, &base) {
