@@ -1,14 +1,17 @@
 //! The verbs every surface shares, written once: what a CLI command, an MCP tool and (next)
 //! a REST handler do around the control requests — read a FLOW argument, parse a
 //! duration, turn a response into a result with its exit code, refuse a continue the node
-//! would refuse (before booting anything), read one place spec.
+//! would refuse (before booting anything), read one place spec, wait for a job to
+//! settle with progress.
 
 use crate::exit::{CliError, Code};
-use crate::protocol::{ErrorBody, FlowArg, Response};
+use crate::protocol::{ErrorBody, FlowArg, Request, Response};
 use palm_actors::job::JobStatus;
 use palm_actors::place::{PlaceSpec, parse_places};
 use serde_json::{Map, Value, json};
+use std::future::Future;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Parses a duration like `500ms`, `30s`, `5m`, `1h`.
 pub fn duration_ms(text: &str, flag: &str) -> Result<u64, CliError> {
@@ -154,5 +157,159 @@ pub fn one_spec(name: &str, place: Map<String, Value>) -> Result<PlaceSpec, CliE
                 None => err,
             })
         }
+    }
+}
+
+/// True when a status view shows a settled job (terminal, or waiting for input).
+pub fn is_settled(view: &Value) -> bool {
+    view["status"]
+        .as_str()
+        .and_then(JobStatus::parse)
+        .is_some_and(JobStatus::is_settled)
+}
+
+/// Where a surface sends its requests (a CLI target, an MCP server's control link).
+pub trait Caller {
+    /// What a refused or failed request is, for this surface.
+    type Error;
+    /// Sends one request and returns its result.
+    fn call(&mut self, request: Request)
+    -> impl Future<Output = Result<Value, Self::Error>> + Send;
+}
+
+/// Waits for `job` to settle, within `timeout_ms`: sends `Request::Wait` through
+/// `caller` in slices of `slice_ms`, and between slices tells `progress` (the round, the
+/// view as it is). Returns the last view with `"settled": true|false`. Used by
+/// `palm run`/`palm continue` and by MCP's `palm_submit`/`palm_continue` with `wait`.
+pub async fn settle<C, Progress, Reported>(
+    caller: &mut C,
+    job: &str,
+    timeout_ms: u64,
+    slice_ms: u64,
+    mut progress: Progress,
+) -> Result<Value, C::Error>
+where
+    C: Caller,
+    Progress: FnMut(u32, &Value) -> Reported,
+    Reported: Future<Output = ()>,
+{
+    let started = Instant::now();
+    let mut round = 0u32;
+    loop {
+        let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let left = timeout_ms.saturating_sub(elapsed);
+        let request = Request::Wait {
+            job: job.to_owned(),
+            timeout_ms: Some(left.min(slice_ms.max(1))),
+        };
+        let mut view = caller.call(request).await?;
+        let done = is_settled(&view);
+        if done || left == 0 {
+            if let Some(object) = view.as_object_mut() {
+                object.insert("settled".into(), json!(done));
+            }
+            return Ok(view);
+        }
+        round += 1;
+        progress(round, &view).await;
+        // A node that answers a wait at once without the job settling (it should not)
+        // must not make this loop spin.
+        let due = Duration::from_millis(u64::from(round) * slice_ms / 2);
+        if started.elapsed() < due {
+            tokio::time::sleep(Duration::from_millis(slice_ms / 2)).await;
+        }
+    }
+}
+
+/// One line on a job still moving: `job J running (2 effects in flight, 14 s)`.
+pub fn progress_line(job: &str, view: &Value, since: Instant) -> String {
+    let in_flight = view["effects"].as_array().map_or(0, |effects| {
+        effects.iter().filter(|e| e["state"] != "completed").count()
+    });
+    format!(
+        "job {job} {} ({in_flight} effects in flight, {:.0} s)",
+        view["status"].as_str().unwrap_or_default(),
+        since.elapsed().as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node that says `running` for the first `running` waits, then `succeeded`.
+    struct Scripted {
+        running: u32,
+        asked: Vec<Option<u64>>,
+    }
+
+    impl Caller for Scripted {
+        type Error = CliError;
+
+        fn call(
+            &mut self,
+            request: Request,
+        ) -> impl Future<Output = Result<Value, CliError>> + Send {
+            let Request::Wait { timeout_ms, .. } = request else {
+                panic!("settle only waits");
+            };
+            self.asked.push(timeout_ms);
+            let status = if self.asked.len() as u32 > self.running {
+                "succeeded"
+            } else {
+                "running"
+            };
+            std::future::ready(Ok(json!({"job": "j-1", "status": status, "effects": []})))
+        }
+    }
+
+    #[tokio::test]
+    async fn settle_re_asks_in_slices_and_reports_progress_until_settled() {
+        let mut node = Scripted {
+            running: 2,
+            asked: Vec::new(),
+        };
+        let mut rounds = Vec::new();
+        let view = settle(&mut node, "j-1", 60_000, 20, |round, view| {
+            rounds.push((round, view["status"].clone()));
+            std::future::ready(())
+        })
+        .await
+        .expect("settles");
+        assert_eq!(view["status"], "succeeded");
+        assert_eq!(view["settled"], true);
+        assert_eq!(rounds, vec![(1, json!("running")), (2, json!("running"))]);
+        assert_eq!(node.asked, vec![Some(20); 3], "every wait is one slice");
+    }
+
+    #[tokio::test]
+    async fn settle_gives_up_at_its_timeout_with_the_job_as_it_is() {
+        let mut node = Scripted {
+            running: u32::MAX,
+            asked: Vec::new(),
+        };
+        let view = settle(&mut node, "j-1", 0, 20, |_, _| std::future::ready(()))
+            .await
+            .expect("answers");
+        assert_eq!(view["status"], "running");
+        assert_eq!(view["settled"], false);
+        assert_eq!(node.asked, vec![Some(0)]);
+    }
+
+    #[test]
+    fn a_continue_the_node_would_refuse_is_refused_here() {
+        let waiting = json!({
+            "status": "waiting",
+            "waiting_on": [{"key": "approve", "choices": [true, false]}],
+        });
+        assert!(check_continue(&waiting, "j-1", "approve", &json!(true)).is_ok());
+        let wrong_key = check_continue(&waiting, "j-1", "other", &json!(true)).unwrap_err();
+        assert_eq!(wrong_key.kind, "not_waiting");
+        let bad_input = check_continue(&waiting, "j-1", "approve", &json!("maybe")).unwrap_err();
+        assert_eq!(bad_input.kind, "invalid_input");
+        let done = json!({"status": "succeeded"});
+        let finished = check_continue(&done, "j-1", "approve", &json!(true)).unwrap_err();
+        assert_eq!(finished.kind, "job_finished");
+        assert_eq!(finished.code, Code::Usage);
     }
 }

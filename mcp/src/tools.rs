@@ -9,7 +9,6 @@
 
 use super::control_link::ControlLink;
 use crate::control::WAIT_MS_MAX;
-use palm_actors::job::JobStatus;
 use palm_actors::jsonschema::Schema;
 use palm_api::protocol::{ErrorBody, FlowArg, Request};
 use rmcp::model::{
@@ -19,7 +18,7 @@ use rmcp::model::{
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How often a waiting `palm_submit`/`palm_continue` reports progress (and re-asks the
@@ -727,14 +726,21 @@ fn status_answer(mut view: Value) -> Answer {
     }
 }
 
-fn settled(view: &Value) -> bool {
-    view["status"]
-        .as_str()
-        .and_then(JobStatus::parse)
-        .is_some_and(crate::genome::desk::settled)
+/// The control link as the shared verbs' [`palm_api::verbs::Caller`].
+struct LinkCaller<'a>(&'a ControlLink);
+
+impl palm_api::verbs::Caller for LinkCaller<'_> {
+    type Error = ToolError;
+
+    fn call(
+        &mut self,
+        request: Request,
+    ) -> impl std::future::Future<Output = Result<Value, ToolError>> + Send {
+        ask(self.0, request)
+    }
 }
 
-/// Waits for a job to settle (terminal or waiting), re-asking every
+/// Waits for a job to settle (terminal or waiting) with the shared verb, re-asking every
 /// [`PROGRESS_INTERVAL_MS`] and reporting progress meanwhile. A cancelled call stops
 /// waiting; the job goes on.
 async fn settle(
@@ -744,46 +750,22 @@ async fn settle(
     ctx: &CallContext,
 ) -> Result<Value, ToolError> {
     let started = Instant::now();
-    let mut round = 0u32;
-    loop {
-        let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let left = timeout_ms.saturating_sub(elapsed);
-        let slice = left.min(PROGRESS_INTERVAL_MS);
-        let request = Request::Wait {
-            job: job.to_owned(),
-            timeout_ms: Some(slice),
-        };
-        let mut view = tokio::select! {
-            view = ask(link, request) => view?,
-            () = ctx.cancel.cancelled() => {
-                return Err(ToolError::new("cancelled", format!("stopped waiting for job {job}; the job goes on"))
-                    .hint("palm_status shows where it is"));
-            }
-        };
-        let done = settled(&view);
-        if done || left == 0 {
-            if let Some(object) = view.as_object_mut() {
-                object.insert("settled".into(), json!(done));
-            }
-            return Ok(view);
-        }
-        round += 1;
-        let in_flight = view["effects"].as_array().map_or(0, |e| {
-            e.iter().filter(|e| e["state"] != "completed").count()
-        });
-        ctx.report(
-            f64::from(round),
-            format!(
-                "job {job} {} ({in_flight} effects in flight, {:.0} s)",
-                view["status"].as_str().unwrap_or_default(),
-                started.elapsed().as_secs_f64()
-            ),
-        )
-        .await;
-        // A node that answers a wait at once without the job settling (it should not)
-        // must not make this loop spin.
-        if started.elapsed() < Duration::from_millis(u64::from(round) * PROGRESS_INTERVAL_MS / 2) {
-            tokio::time::sleep(Duration::from_millis(PROGRESS_INTERVAL_MS / 2)).await;
+    let mut caller = LinkCaller(link);
+    let waiting = palm_api::verbs::settle(
+        &mut caller,
+        job,
+        timeout_ms,
+        PROGRESS_INTERVAL_MS,
+        |round, view| {
+            let line = palm_api::verbs::progress_line(job, view, started);
+            ctx.report(f64::from(round), line)
+        },
+    );
+    tokio::select! {
+        view = waiting => view,
+        () = ctx.cancel.cancelled() => {
+            Err(ToolError::new("cancelled", format!("stopped waiting for job {job}; the job goes on"))
+                .hint("palm_status shows where it is"))
         }
     }
 }

@@ -109,7 +109,11 @@ fn status_code(view: &Value) -> Code {
         .map_or(Code::Ok, Code::for_status)
 }
 
-/// Waits for a job to settle and prints it.
+/// How often `palm run`/`palm continue` re-ask while waiting (the spinner's news).
+const WAIT_SLICE_MS: u64 = 1_000;
+
+/// Waits for a job to settle (the shared verb; the spinner shows its progress) and
+/// prints it.
 async fn wait_and_print(
     ctx: &Ctx,
     target: &mut Target,
@@ -117,16 +121,23 @@ async fn wait_and_print(
     timeout_ms: Option<u64>,
 ) -> CliResult {
     let bar = spinner(ctx, format!("job {job}"));
-    let view = target
-        .call(Request::Wait {
-            job: job.to_owned(),
-            timeout_ms,
-        })
-        .await;
+    let started = std::time::Instant::now();
+    let timeout_ms = timeout_ms.unwrap_or(crate::control::WAIT_MS_MAX);
+    let view = palm_api::verbs::settle(target, job, timeout_ms, WAIT_SLICE_MS, |_, view| {
+        if let Some(bar) = &bar {
+            bar.set_message(palm_api::verbs::progress_line(job, view, started));
+        }
+        std::future::ready(())
+    })
+    .await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let view = view?;
+    let mut view = view?;
+    // The CLI prints the job as the node shows it; whether it settled is its status.
+    if let Some(object) = view.as_object_mut() {
+        object.remove("settled");
+    }
     print(ctx, &view, output::print_status);
     Ok(status_code(&view))
 }

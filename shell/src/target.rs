@@ -202,3 +202,14 @@ impl Target {
         }
     }
 }
+
+impl palm_api::verbs::Caller for Target {
+    type Error = CliError;
+
+    fn call(
+        &mut self,
+        request: Request,
+    ) -> impl std::future::Future<Output = Result<Value, CliError>> + Send {
+        Target::call(self, request)
+    }
+}

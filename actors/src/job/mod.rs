@@ -51,6 +51,12 @@ impl JobStatus {
         )
     }
 
+    /// Terminal or waiting: nothing moves the job without someone acting (what a
+    /// `wait` waits for).
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self == JobStatus::Waiting
+    }
+
     /// The lower-case name.
     pub fn as_str(self) -> &'static str {
         match self {

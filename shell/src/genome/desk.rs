@@ -83,7 +83,7 @@ pub fn view_json(view: &JobView) -> Value {
 
 /// Terminal or waiting: nothing moves the job without someone acting.
 pub fn settled(status: JobStatus) -> bool {
-    status.is_terminal() || status == JobStatus::Waiting
+    status.is_settled()
 }
 
 impl Desk {
