@@ -1,13 +1,14 @@
 //! No import cycle of more than 3 modules in any crate of the workspace (a module is a
-//! file; `crate::a::b` and `super::x` paths are its imports). Two crates still carry an
-//! older, larger cycle, pinned here as a ceiling so it can only shrink: the node shell's
-//! (13 of its 25 modules: `Genome` is the hub every organ references and that holds them all) and transport's.
+//! file; `crate::a::b` and `super::x` paths outside comments are its imports). One crate
+//! still carries an older, larger cycle, pinned here as a ceiling so it can only shrink:
+//! the node shell's (13 of its 25 modules; `Genome` is the hub every organ refers to and
+//! that holds them all).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The largest cycle each crate may have; every other crate: 3.
-const CEILINGS: &[(&str, usize)] = &[("shell", 13), ("transport", 7)];
+const CEILINGS: &[(&str, usize)] = &[("shell", 13)];
 
 const CRATES: &[&str] = &[
     "actors",
@@ -87,7 +88,13 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeSet<String> = names.keys().cloned().collect();
     let mut edges = BTreeMap::new();
     for (name, file) in &names {
-        let text = std::fs::read_to_string(file).expect("read");
+        // Comments are not imports (a doc link to `crate::x` is not a dependency).
+        let text: String = std::fs::read_to_string(file)
+            .expect("read")
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
         let mut out = BTreeSet::new();
         for (at, _) in text.match_indices("crate::") {
             let parts = idents(&text, at + "crate".len());
