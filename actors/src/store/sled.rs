@@ -16,6 +16,9 @@ use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use std::path::{Path, PathBuf};
 
+/// How long [`SledStore::open`] waits for a lock held by a handle just dropped.
+pub const LOCK_WAIT_MS: u64 = 1_000;
+
 /// See the module docs.
 pub struct SledStore {
     db: sled::Db,
@@ -29,7 +32,26 @@ fn io(err: impl std::fmt::Display) -> StoreError {
 
 impl SledStore {
     /// Opens (creating if needed) the sled directory at `path`.
+    ///
+    /// sled lets go of its file lock only when its background flusher thread ends, a
+    /// moment after the last handle is dropped: a store closed and opened again at once
+    /// (a restart in the same process) would find it still locked. So a lock is retried
+    /// for up to [`LOCK_WAIT_MS`] before it is reported.
     pub fn open(path: &Path) -> Result<SledStore, StoreError> {
+        let started = std::time::Instant::now();
+        loop {
+            match SledStore::open_once(path) {
+                Err(StoreError::Locked(_))
+                    if started.elapsed() < std::time::Duration::from_millis(LOCK_WAIT_MS) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<SledStore, StoreError> {
         let db = sled::open(path).map_err(|err| match err {
             sled::Error::Io(io_err) if io_err.kind() == std::io::ErrorKind::WouldBlock => {
                 StoreError::Locked(path.display().to_string())
