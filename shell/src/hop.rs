@@ -69,7 +69,8 @@ enum HopIn {
     },
     Route {
         request: RouteRequest,
-        reply: oneshot::Sender<Routed>,
+        /// `None`: this node is the home; else the answer from the way home.
+        reply: oneshot::Sender<Option<Reply>>,
     },
     Applied {
         serve: u64,
@@ -212,15 +213,18 @@ impl Hop {
         self.projection.borrow().clone()
     }
 
-    async fn route(&self, request: RouteRequest) -> Routed {
+    /// `None` when this node is the request's home; else the answer from the way home.
+    async fn route(&self, request: RouteRequest) -> Option<Reply> {
         let (tx, rx) = oneshot::channel();
         self.tell(HopIn::Route { request, reply: tx }).await;
-        rx.await.unwrap_or(Routed::Now(Reply::Unreachable {
-            at: String::new(),
-            reason: "the node's tree organ stopped".into(),
-            since: None,
-            view: None,
-        }))
+        rx.await.unwrap_or_else(|_| {
+            Some(Reply::Unreachable {
+                at: String::new(),
+                reason: "the node's tree organ stopped".into(),
+                since: None,
+                view: None,
+            })
+        })
     }
 }
 
@@ -246,7 +250,7 @@ struct HopTask {
     inbox: mpsc::Sender<HopIn>,
     links: HashMap<String, LinkOut>,
     /// Routed requests waiting for their answer, by the id given to the core.
-    waiting: HashMap<u64, oneshot::Sender<Routed>>,
+    waiting: HashMap<u64, oneshot::Sender<Option<Reply>>>,
     next_id: u64,
     /// Placed effects running here: their stop switches, by (key, token).
     placed: HashMap<(String, u64), watch::Sender<bool>>,
@@ -276,7 +280,11 @@ impl HopTask {
             let Some(genome) = self.genome.upgrade() else {
                 return;
             };
-            self.core.set_local(local_facts(&genome));
+            // What this node offers feeds summaries and placement decisions; routing a
+            // control request (the hot path) reads none of it.
+            if !matches!(input, Some(HopIn::Route { .. })) {
+                self.core.set_local(local_facts(&genome));
+            }
             let now = now_ms();
             match input {
                 Some(input) => self.handle(now, input),
@@ -328,11 +336,14 @@ impl HopTask {
                 let id = self.next_id;
                 self.next_id += 1;
                 match core.handle_request(now, id, request) {
+                    Routed::Here => {
+                        let _ = reply.send(None);
+                    }
                     Routed::Away => {
                         self.waiting.insert(id, reply);
                     }
-                    routed => {
-                        let _ = reply.send(routed);
+                    Routed::Now(answer) => {
+                        let _ = reply.send(Some(answer));
                     }
                 }
             }
@@ -365,7 +376,7 @@ impl HopTask {
                 HopOutput::Send { to, msg } => self.send(&to, msg),
                 HopOutput::Reply { id, reply } => {
                     if let Some(waiting) = self.waiting.remove(&id) {
-                        let _ = waiting.send(Routed::Now(reply));
+                        let _ = waiting.send(Some(reply));
                     }
                 }
                 HopOutput::Apply { serve, request } => {
@@ -527,7 +538,11 @@ impl EffectHost for PlacedHost {
         _token: u64,
         _outcome: Outcome,
     ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
-        Box::pin(async { Ok(()) })
+        // Never the way a placed outcome goes home (the task hands it to the core); a
+        // caller that tried must not believe it recorded.
+        Box::pin(async {
+            Err("a placed effect's outcome is reported by the tree protocol, not its runner".into())
+        })
     }
 }
 
@@ -633,7 +648,7 @@ pub async fn route(genome: &Arc<Genome>, request: &Request) -> Option<Response> 
             .saturating_add(10_000),
         _ => palm_topology::hop::FORWARD_TIMEOUT_MS,
     };
-    let routed = tree
+    let reply = tree
         .hop
         .route(RouteRequest {
             toward,
@@ -642,14 +657,7 @@ pub async fn route(genome: &Arc<Genome>, request: &Request) -> Option<Response> 
             within_ms,
         })
         .await;
-    match routed {
-        Routed::Here => None,
-        Routed::Away => Some(Response::err(ErrorBody::failure(
-            "protocol",
-            "the tree organ lost a forwarded request",
-        ))),
-        Routed::Now(reply) => Some(answer(reply)),
-    }
+    reply.map(answer)
 }
 
 /// The answer a client sees for what came back from the way home.

@@ -1198,7 +1198,6 @@ impl World {
 
     /// A reply whose batch is durable goes out.
     fn acknowledge(&mut self, i: usize, ack: Ack) {
-        let now = self.now;
         match ack {
             Ack::Answer {
                 to,
@@ -1234,45 +1233,39 @@ impl World {
                     }
                     None => {
                         // Refused: the claim is not this seat's any more.
-                        if let Some(r) = live.runs.remove(&run)
-                            && let Some(seat) = r.seat
-                        {
-                            live.seats[seat] = None;
+                        if self.free_seat(i, run) {
                             self.coverage.hit("renewal_refused");
-                            let boot = self.nodes[i].boot;
-                            self.after(
-                                0,
-                                Ev::SeatPoll {
-                                    node: i,
-                                    boot,
-                                    seat,
-                                },
-                            );
                         }
                     }
                 }
             }
             Ack::SeatDone { run } => {
-                let Some(live) = self.nodes[i].live.as_mut() else {
-                    return;
-                };
-                if let Some(r) = live.runs.remove(&run)
-                    && let Some(seat) = r.seat
-                {
-                    live.seats[seat] = None;
-                    let boot = self.nodes[i].boot;
-                    self.after(
-                        0,
-                        Ev::SeatPoll {
-                            node: i,
-                            boot,
-                            seat,
-                        },
-                    );
-                }
+                self.free_seat(i, run);
             }
         }
-        let _ = now;
+    }
+
+    /// Ends the local seat run `run` and lets its seat look for work; false when it was
+    /// not a seat's (gone already, or placed).
+    fn free_seat(&mut self, i: usize, run: u64) -> bool {
+        let boot = self.nodes[i].boot;
+        let Some(live) = self.nodes[i].live.as_mut() else {
+            return false;
+        };
+        let Some(seat) = live.runs.get(&run).and_then(|r| r.seat) else {
+            return false;
+        };
+        live.runs.remove(&run);
+        live.seats[seat] = None;
+        self.after(
+            0,
+            Ev::SeatPoll {
+                node: i,
+                boot,
+                seat,
+            },
+        );
+        true
     }
 
     fn cancel(&mut self, i: usize, key: &str, token: u64, holder: &str) {

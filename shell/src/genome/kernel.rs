@@ -97,8 +97,8 @@ pub enum KernelMsg {
     },
     /// Seal what is pending and commit it (or wait for the commit in flight).
     Flush,
-    /// The commit of the batch `seq` finished; its replies go out if it succeeded.
-    Committed(u64, Result<(), String>),
+    /// The commit in flight finished (its replies went out with it if it succeeded).
+    Committed(Result<(), String>),
 }
 
 type Deferred = Box<dyn FnOnce() + Send>;
@@ -122,7 +122,6 @@ pub struct KernelState {
 
 /// A sealed batch and everything that may happen only once it is durable.
 struct Sealed {
-    seq: u64,
     batch: WriteBatch,
     /// Replies the host lets out at once (none, unless a planted bug says so).
     early: Vec<Deferred>,
@@ -344,15 +343,13 @@ impl Actor for Kernel {
                     myself.cast(KernelMsg::Tick)?;
                 }
             }
-            KernelMsg::Committed(seq, result) => {
+            KernelMsg::Committed(result) => {
                 state.committing = None;
                 if let Err(err) = result {
                     let dropped = state.host.lost();
                     error!(error = %err, dropped, "commit failed; the kernel restarts from the store");
                     return Err(err.into());
                 }
-                // Its replies went out with it; this only keeps the host's count.
-                state.host.durable(seq);
             }
         }
         if state.committing.is_none() && !state.flush_scheduled && state.has_pending() {
@@ -442,7 +439,6 @@ impl KernelState {
         // One commit is in flight at a time, in order: the batch carries its replies.
         let replies = self.host.carry(seal.seq);
         Sealed {
-            seq: seal.seq,
             batch: seal.batch,
             early: seal.early,
             replies,
@@ -455,12 +451,10 @@ impl KernelState {
     /// Commits a sealed batch on a blocking thread; the kernel hears `Committed` after
     /// and lets its replies out.
     fn dispatch(&mut self, myself: &ActorRef<KernelMsg>, sealed: Sealed) {
-        let seq = sealed.seq;
         if sealed.batch.is_empty() {
             // Nothing to make durable: everything before it already is (one commit is
             // in flight at a time, and none is now).
             complete(&self.genome, sealed);
-            self.host.durable(seq);
             return;
         }
         let genome = Arc::clone(&self.genome);
@@ -474,20 +468,18 @@ impl KernelState {
             if result.is_ok() {
                 complete(&genome, sealed);
             }
-            let _ = myself.cast(KernelMsg::Committed(seq, result));
+            let _ = myself.cast(KernelMsg::Committed(result));
         }));
     }
 
     /// Seals and commits on this thread (boot and stop, when nothing else runs).
     fn commit_now(&mut self) -> Result<(), ActorProcessingErr> {
         let sealed = self.seal();
-        let seq = sealed.seq;
         if !sealed.batch.is_empty() {
             let genome = Arc::clone(&self.genome);
             tokio::task::block_in_place(|| durable(&genome, &sealed.batch))?;
         }
         complete(&self.genome, sealed);
-        self.host.durable(seq);
         Ok(())
     }
 }
