@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 /// Bound on one request line (a flow source travels inside `submit`).
 pub const REQUEST_BYTES_MAX: usize = 4 << 20;
 
+/// Longest a `wait` request may block (a longer `timeout_ms` is cut to this).
+pub const WAIT_MS_MAX: u64 = 24 * 3600 * 1000;
+
 /// Which flow to run: a stored name (optionally a revision) or source text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]

@@ -450,7 +450,7 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
     })
     .await?;
     let tree = match plan {
-        Some(plan) => match crate::link::start(node.genome(), plan, config.link.clone()).await {
+        Some(plan) => match node.start_tree(plan, config.link.clone()).await {
             Ok(tree) => Some(tree),
             Err(err) => {
                 node.shutdown(Duration::ZERO).await;

@@ -78,7 +78,7 @@ pub async fn emit(ctx: &Ctx, event: String, data: &str) -> CliResult {
 /// `palm providers`.
 pub fn providers(ctx: &Ctx) -> CliResult {
     let config = crate::config::load(&ctx.data, None)?;
-    let registry = crate::providers::Registry::builtin(&ctx.data, &config.providers);
+    let registry = crate::providers::builtin(&ctx.data, &config.providers);
     let listed = registry.to_json();
     print(ctx, &listed, |out, v| {
         for provider in v["providers"].as_array().cloned().unwrap_or_default() {

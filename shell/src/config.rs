@@ -24,7 +24,7 @@ pub struct NodeConfig {
     /// Tunnel timings and bounds.
     pub link: palm_transport::LinkConfig,
     /// Provider settings.
-    pub providers: crate::providers::ProviderSettings,
+    pub providers: crate::genome::provider::ProviderSettings,
     /// Lease on a claimed effect (ms); a holder that goes silent loses it after this.
     pub lease_ms: Option<u64>,
 }

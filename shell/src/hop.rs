@@ -23,7 +23,7 @@
 use crate::genome::kernel::KernelMsg;
 use crate::genome::runner::{self, EffectHost};
 use crate::genome::{Genome, now_ms};
-use crate::link::TreeMsg;
+use crate::wire::TreeMsg;
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
@@ -40,8 +40,6 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
-
-pub use palm_topology::CHILD_HOLDER_PREFIX;
 
 /// Inputs waiting for the hop task; a link's reader waits when it is full.
 const INBOX: usize = 8_192;
@@ -102,6 +100,13 @@ enum HopIn {
     View(oneshot::Sender<Value>),
 }
 
+/// How this node answers a request that reached it, its home, over the tree: the
+/// control surface's own dispatch (`crate::control::dispatch_here`), handed in at boot
+/// so the hop host does not depend on the surface built on it.
+pub type Here = Arc<
+    dyn Fn(Arc<Genome>, Request) -> Pin<Box<dyn Future<Output = Response> + Send>> + Send + Sync,
+>;
+
 /// The handle the rest of the node holds: cheap to clone, never blocks the caller
 /// for long.
 #[derive(Clone)]
@@ -112,8 +117,8 @@ pub struct Hop {
 
 impl Hop {
     /// Starts the hop task of node `genome` with `role` under `parent` (its address
-    /// until the link is up).
-    pub fn start(genome: &Arc<Genome>, role: Role, parent: Option<&str>) -> Hop {
+    /// until the link is up); requests that reach their home here are answered by `here`.
+    pub fn start(genome: &Arc<Genome>, role: Role, parent: Option<&str>, here: Here) -> Hop {
         let now = now_ms();
         let config = HopConfig {
             name: genome.info.name.clone(),
@@ -135,6 +140,7 @@ impl Hop {
             next_id: 1,
             placed: HashMap::new(),
             projection: projection_tx,
+            here,
         };
         tokio::spawn(task.run(rx));
         Hop { inbox, projection }
@@ -213,8 +219,8 @@ impl Hop {
         self.projection.borrow().clone()
     }
 
-    /// `None` when this node is the request's home; else the answer from the way home.
-    async fn route(&self, request: RouteRequest) -> Option<Reply> {
+    /// `None` when this node is the request's home; else what came back from the way home.
+    async fn ask_route(&self, request: RouteRequest) -> Option<Reply> {
         let (tx, rx) = oneshot::channel();
         self.tell(HopIn::Route { request, reply: tx }).await;
         rx.await.unwrap_or_else(|_| {
@@ -225,6 +231,37 @@ impl Hop {
                 view: None,
             })
         })
+    }
+
+    /// Where a control request goes: `None` means here (this node is the job's home, or the
+    /// request is not about a job); `Some` is the answer from wherever it went.
+    pub async fn route(&self, request: &Request) -> Option<Response> {
+        let toward = match request {
+            Request::Submit { .. } => Toward::NewHome,
+            // Jobs are listed where they are homed: an edge asks its home.
+            Request::Jobs { .. } => Toward::NewHome,
+            _ => Toward::Job(job_of(request)?.to_owned()),
+        };
+        let view_of = match request {
+            Request::Status { job } | Request::Wait { job, .. } => Some(job.clone()),
+            _ => None,
+        };
+        let within_ms = match request {
+            Request::Wait { timeout_ms, .. } => timeout_ms
+                .unwrap_or(palm_api::protocol::WAIT_MS_MAX)
+                .min(palm_api::protocol::WAIT_MS_MAX)
+                .saturating_add(10_000),
+            _ => palm_topology::hop::FORWARD_TIMEOUT_MS,
+        };
+        let reply = self
+            .ask_route(RouteRequest {
+                toward,
+                view_of,
+                request: Json(serde_json::to_value(request).unwrap_or(Value::Null)),
+                within_ms,
+            })
+            .await;
+        reply.map(answer)
     }
 }
 
@@ -255,6 +292,7 @@ struct HopTask {
     /// Placed effects running here: their stop switches, by (key, token).
     placed: HashMap<(String, u64), watch::Sender<bool>>,
     projection: watch::Sender<Value>,
+    here: Here,
 }
 
 impl HopTask {
@@ -381,9 +419,10 @@ impl HopTask {
                 }
                 HopOutput::Apply { serve, request } => {
                     let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+                    let here = Arc::clone(&self.here);
                     tokio::spawn(async move {
                         let response = match serde_json::from_value::<Request>(request.0) {
-                            Ok(request) => crate::control::dispatch_here(&genome, request).await,
+                            Ok(request) => here(genome, request).await,
                             Err(err) => Response::err(ErrorBody::invalid(
                                 "invalid_request",
                                 format!("a forwarded request does not parse: {err}"),
@@ -625,39 +664,6 @@ fn job_of(request: &Request) -> Option<&str> {
         | Request::Inspect { job } => Some(job),
         _ => None,
     }
-}
-
-/// Where a control request goes: `None` means here (this node is the job's home, or the
-/// request is not about a job); `Some` is the answer from wherever it went.
-pub async fn route(genome: &Arc<Genome>, request: &Request) -> Option<Response> {
-    let tree = genome.tree.get()?;
-    let toward = match request {
-        Request::Submit { .. } => Toward::NewHome,
-        // Jobs are listed where they are homed: an edge asks its home.
-        Request::Jobs { .. } => Toward::NewHome,
-        _ => Toward::Job(job_of(request)?.to_owned()),
-    };
-    let view_of = match request {
-        Request::Status { job } | Request::Wait { job, .. } => Some(job.clone()),
-        _ => None,
-    };
-    let within_ms = match request {
-        Request::Wait { timeout_ms, .. } => timeout_ms
-            .unwrap_or(crate::control::WAIT_MS_MAX)
-            .min(crate::control::WAIT_MS_MAX)
-            .saturating_add(10_000),
-        _ => palm_topology::hop::FORWARD_TIMEOUT_MS,
-    };
-    let reply = tree
-        .hop
-        .route(RouteRequest {
-            toward,
-            view_of,
-            request: Json(serde_json::to_value(request).unwrap_or(Value::Null)),
-            within_ms,
-        })
-        .await;
-    reply.map(answer)
 }
 
 /// The answer a client sees for what came back from the way home.

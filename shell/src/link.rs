@@ -10,56 +10,34 @@
 //! dialer's reconnect, the listener's accept) handle their failures.
 //!
 //! Every link event (up, down with its reason, enrolled, revoked) is appended to the
-//! store's `node_events` table (bounded to [`NODE_EVENTS_MAX`], oldest dropped) before it
-//! shows on the board; `palm vitality` shows both.
+//! node's journal (`crate::journal`, bounded, oldest dropped) before it shows on the
+//! board; `palm vitality` shows both.
 //!
-//! No business messages flow yet: [`TreeMsg`] is the placeholder the topology protocol
-//! replaces. Liveness is real: QUIC keepalive plus the link's ping/pong and hello.
+//! Links carry [`TreeMsg`] (`crate::wire`): the tree protocol's messages go to the hop
+//! host (`crate::hop`), enrollment and revocations to the relay (`crate::link_relay`).
+//! Liveness: QUIC keepalive plus the link's ping/pong and hello.
 
 use crate::exit::CliError;
-use crate::genome::{Genome, now_ms};
-use palm_actors::store::{Store, Table, WriteBatch};
+use crate::genome::{Genome, TreeOrgan, now_ms};
+use crate::hop::{Here, Hop};
+use crate::journal::NodeJournal;
+pub use crate::wire::TreeMsg;
 use palm_transport::endpoint::LinkEvent;
 use palm_transport::pki::{NodeRecord, TreeCa, TreeFiles, tree_id};
 use palm_transport::token::check_name;
 use palm_transport::{
     Authority, Dialer, Direction, Hello, Inbound, Link, LinkConfig, Listener, PeerInfo, Role,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-/// Node events kept in the store; older ones are dropped.
-pub const NODE_EVENTS_MAX: usize = 10_000;
-
 /// Link events queued between the transport and the board.
 const LINK_EVENTS_QUEUE_MAX: usize = 256;
-
-/// Recent events shown by vitality.
-const RECENT_EVENTS_SHOWN: usize = 20;
-
-/// The messages links carry.
-// Nearly every frame is `Topo`: boxing it would add an allocation to almost every
-// message to shrink the rare probe.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum TreeMsg {
-    /// A probe; answered with itself.
-    Probe {
-        /// When it was sent (ms since the epoch).
-        at_ms: u64,
-    },
-    /// The topology protocol (`palm_topology::TopoMsg`, handled by `crate::hop`).
-    Topo(palm_topology::TopoMsg),
-    /// Enrollment relayed to the root and revocations pushed down (`link_relay.rs`).
-    Relay(palm_transport::RelayMsg),
-}
 
 /// What `palm up` asked of the tree.
 #[derive(Clone, Debug)]
@@ -351,7 +329,7 @@ pub struct Tree {
     pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
     journal: NodeJournal,
     /// The topology state: routing, placement, projections (see `crate::hop`).
-    pub hop: crate::hop::Hop,
+    pub hop: Hop,
 }
 
 impl Tree {
@@ -420,114 +398,36 @@ impl Tree {
     }
 }
 
-/// The durable record of node events in the store's `node_events` table.
-pub struct NodeJournal {
-    store: Arc<dyn Store>,
-    seq: AtomicU32,
-    count: Mutex<usize>,
-}
-
-fn event_key(at_ms: u64, seq: u32) -> Vec<u8> {
-    let mut key = at_ms.to_be_bytes().to_vec();
-    key.extend_from_slice(&seq.to_be_bytes());
-    key
-}
-
-impl NodeJournal {
-    fn new(store: Arc<dyn Store>) -> NodeJournal {
-        let mut count = 0usize;
-        let _ = store.scan(Table::NodeEvents, b"", None, &mut |_, _| {
-            count += 1;
-            true
-        });
-        NodeJournal {
-            store,
-            seq: AtomicU32::new(0),
-            count: Mutex::new(count),
-        }
+impl TreeOrgan for Tree {
+    fn cancel_placed(&self, child: &str, key: &str, token: u64) {
+        self.hop.cancel_placed(child, key, token);
     }
 
-    fn append(&self, mut event: Value) -> Result<(), String> {
-        let at = now_ms();
-        if let Some(object) = event.as_object_mut() {
-            object.insert("at".into(), json!(at));
-        }
-        let mut batch = WriteBatch::new();
-        let bytes = serde_json::to_vec(&event).map_err(|e| e.to_string())?;
-        batch.put(
-            Table::NodeEvents,
-            event_key(at, self.seq.fetch_add(1, Ordering::Relaxed)),
-            bytes,
-        );
-        let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        let excess = (*count + 1).saturating_sub(NODE_EVENTS_MAX);
-        if excess > 0 {
-            let mut oldest = Vec::new();
-            let _ = self
-                .store
-                .scan(Table::NodeEvents, b"", None, &mut |key, _| {
-                    oldest.push(key.to_vec());
-                    oldest.len() < excess
-                });
-            for key in oldest {
-                batch.delete(Table::NodeEvents, key);
-            }
-        }
-        self.store
-            .commit(&batch)
-            .and_then(|()| self.store.flush())
-            .map_err(|e| e.to_string())?;
-        *count = (*count + 1).min(NODE_EVENTS_MAX);
-        Ok(())
+    fn wake(&self) {
+        self.hop.wake();
+    }
+
+    fn links_json(&self) -> Value {
+        Tree::links_json(self)
+    }
+
+    fn tree_json(&self) -> Value {
+        Tree::tree_json(self)
+    }
+
+    fn projection_json(&self) -> Value {
+        self.hop.projection_json()
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 
-/// The most recent node events, newest last.
-pub fn recent_events(store: &dyn Store, n: usize) -> Vec<Value> {
-    let mut all: Vec<Value> = Vec::new();
-    let _ = store.scan(Table::NodeEvents, b"", None, &mut |_, value| {
-        if let Ok(event) = serde_json::from_slice::<Value>(value) {
-            all.push(event);
-        }
-        true
-    });
-    let skip = all.len().saturating_sub(n);
-    all.split_off(skip)
-}
-
-/// Links as the journal last saw them, all `down` (for a node that is not running).
-pub fn links_from_journal(store: &dyn Store) -> Value {
-    let mut last: BTreeMap<(String, String), Value> = BTreeMap::new();
-    let _ = store.scan(Table::NodeEvents, b"", None, &mut |_, value| {
-        if let Ok(event) = serde_json::from_slice::<Value>(value)
-            && matches!(event["event"].as_str(), Some("link_up" | "link_down"))
-        {
-            let key = (
-                event["direction"].as_str().unwrap_or_default().to_owned(),
-                event["peer"].as_str().unwrap_or_default().to_owned(),
-            );
-            last.insert(key, event);
-        }
-        true
-    });
-    Value::Array(
-        last.into_values()
-            .map(|e| {
-                json!({
-                    "peer": e["peer"],
-                    "direction": e["direction"],
-                    "state": "down",
-                    "since": e["at"],
-                    "reason": if e["event"] == "link_down" { e["reason"].clone() } else { json!("the node is not running") },
-                })
-            })
-            .collect(),
-    )
-}
-
-/// The recent node events for vitality.
-pub fn recent_json(store: &dyn Store) -> Value {
-    Value::Array(recent_events(store, RECENT_EVENTS_SHOWN))
+/// The tree organ of `genome`, once started (never on an all-in-one node).
+pub fn tree_of(genome: &Genome) -> Option<Arc<Tree>> {
+    let organ = Arc::clone(genome.tree.get()?);
+    organ.into_any().downcast::<Tree>().ok()
 }
 
 fn tree_error(what: &str) -> impl Fn(palm_transport::pki::PkiError) -> CliError + '_ {
@@ -558,12 +458,15 @@ pub fn open_authority(data: &Path) -> Result<Option<Arc<Authority>>, CliError> {
     Ok(Some(Arc::new(Authority::new(ca, book, Some(book_path)))))
 }
 
-/// Starts the tree organ for `plan` on a booted node. A child's first boot enrolls here
-/// (with the data directory locked by the node); a refusal is returned as an error.
+/// Starts the tree organ for `plan` on a booted node; requests that reach their home
+/// here over the tree are answered by `here` (`crate::node::Node::start_tree` gives the
+/// control surface's). A child's first boot enrolls here (with the data directory
+/// locked by the node); a refusal is returned as an error.
 pub async fn start(
     genome: &Arc<Genome>,
     plan: TreePlan,
     config: LinkConfig,
+    here: Here,
 ) -> Result<Arc<Tree>, CliError> {
     let data = genome.info.data.clone();
     let files = TreeFiles::new(&data);
@@ -628,7 +531,7 @@ pub async fn start(
                 dialer: Mutex::new(None),
                 pump: Mutex::new(None),
                 journal,
-                hop: crate::hop::Hop::start(genome, palm_topology::Role::Root, None),
+                hop: Hop::start(genome, palm_topology::Role::Root, None, here),
             })
         }
         PlanKind::Child {
@@ -748,13 +651,17 @@ pub async fn start(
                 dialer: Mutex::new(Some(dialer)),
                 pump: Mutex::new(None),
                 journal,
-                hop: crate::hop::Hop::start(genome, topo_role(plan.role), Some(&parent_name)),
+                hop: Hop::start(genome, topo_role(plan.role), Some(&parent_name), here),
             })
         }
     };
     let pump = tokio::spawn(pump(Arc::clone(&tree), events));
     *tree.pump.lock().unwrap_or_else(|p| p.into_inner()) = Some(pump);
-    if genome.tree.set(Arc::clone(&tree)).is_err() {
+    if genome
+        .tree
+        .set(Arc::clone(&tree) as Arc<dyn TreeOrgan>)
+        .is_err()
+    {
         warn!("the tree organ was started twice");
     }
     Ok(tree)

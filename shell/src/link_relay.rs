@@ -19,7 +19,8 @@
 
 use crate::exit::CliError;
 use crate::genome::now_ms;
-use crate::link::{Tree, TreeMsg};
+use crate::link::Tree;
+use crate::wire::TreeMsg;
 use palm_transport::endpoint::{LinkEvent, RELAY_ANSWER_HANDSHAKES};
 use palm_transport::pki::TreeFiles;
 use palm_transport::relay::{self, RelayCarrier};

@@ -226,7 +226,8 @@ impl Node {
             started_at: now_ms(),
             embedded: options.embedded,
         };
-        let genome = Genome::new(info, options.settings.clone(), store);
+        let providers = crate::providers::builtin(&info.data, &options.settings.providers);
+        let genome = Genome::new(info, options.settings.clone(), store, providers);
         let g = Arc::clone(&genome);
         let kernel = child("kernel", Restart::Permanent, move || {
             (Kernel, Arc::clone(&g))
@@ -301,6 +302,19 @@ impl Node {
     /// The node's shared state.
     pub fn genome(&self) -> &Arc<Genome> {
         &self.genome
+    }
+
+    /// Starts the tree organ for `plan` (`palm up` with a tree profile): requests that
+    /// reach their home here over the tree are answered as the control socket would.
+    pub async fn start_tree(
+        &self,
+        plan: crate::link::TreePlan,
+        config: palm_transport::LinkConfig,
+    ) -> Result<Arc<crate::link::Tree>, CliError> {
+        let here: crate::hop::Here = Arc::new(|genome, request| {
+            Box::pin(async move { crate::control::dispatch_here(&genome, request).await })
+        });
+        crate::link::start(&self.genome, plan, config, here).await
     }
 
     /// Answers a control request in-process.

@@ -91,7 +91,7 @@ pub async fn answer(genome: &Arc<Genome>, request: Request) -> Response {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         waited_ms += 20;
     }
-    let Some(tree) = genome.tree.get().cloned() else {
+    let Some(tree) = crate::link::tree_of(genome) else {
         return Response::err(not_a_root());
     };
     let Some(authority) = tree.authority.clone() else {

@@ -14,13 +14,14 @@ use protocol::{ErrorBody, Request, Response};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Longest a `wait` request may block.
-pub const WAIT_MS_MAX: u64 = 24 * 3600 * 1000;
+pub use palm_api::protocol::WAIT_MS_MAX;
 
 /// Answers one request: at the job's home (over the tree's links when that is another
 /// node), else through this node's organs.
 pub async fn dispatch(genome: &Arc<Genome>, request: Request) -> Response {
-    if let Some(answer) = crate::hop::route(genome, &request).await {
+    if let Some(tree) = crate::link::tree_of(genome)
+        && let Some(answer) = tree.hop.route(&request).await
+    {
         return answer;
     }
     dispatch_here(genome, request).await
@@ -29,7 +30,7 @@ pub async fn dispatch(genome: &Arc<Genome>, request: Request) -> Response {
 /// Answers a request at this node, which is its home (or which it is not about a job).
 pub async fn dispatch_here(genome: &Arc<Genome>, request: Request) -> Response {
     if let Request::Tree = request {
-        return Response::ok(match genome.tree.get() {
+        return Response::ok(match crate::link::tree_of(genome) {
             Some(tree) => tree.hop.view().await,
             None => serde_json::json!({
                 "node": genome.info.name,

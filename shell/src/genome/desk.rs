@@ -531,7 +531,7 @@ impl Desk {
             None => (
                 json!({"total": 0, "busy": 0, "idle": 0, "running": []}),
                 Value::Null,
-                crate::link::links_from_journal(&*self.store),
+                crate::journal::links_from_journal(&*self.store),
                 Value::Null,
             ),
         };
@@ -564,10 +564,13 @@ impl Desk {
             .and_then(|genome| genome.tree.get())
             .map_or_else(
                 || json!({"of": null, "valid": true, "home_unreachable_since": null}),
-                |tree| tree.hop.projection_json(),
+                |tree| tree.projection_json(),
             );
         object.insert("projection".into(), projection);
-        object.insert("link_events".into(), crate::link::recent_json(&*self.store));
+        object.insert(
+            "link_events".into(),
+            crate::journal::recent_json(&*self.store),
+        );
         let places: Vec<Value> = match &self.places {
             Some(genome) => genome
                 .places

@@ -515,11 +515,11 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
 fn complete(genome: &Genome, sealed: Sealed) {
     let tree = genome.tree.get();
     for (key, holder, token) in &sealed.cancels {
-        match holder.strip_prefix(crate::hop::CHILD_HOLDER_PREFIX) {
+        match holder.strip_prefix(palm_topology::CHILD_HOLDER_PREFIX) {
             // Placed on a child: tell it (over the link) to stop.
             Some(child) => {
                 if let Some(tree) = tree {
-                    tree.hop.cancel_placed(child, key, *token);
+                    tree.cancel_placed(child, key, *token);
                 }
             }
             None => genome.seats.cancel(key),
@@ -528,7 +528,7 @@ fn complete(genome: &Genome, sealed: Sealed) {
     if sealed.wake_seats {
         genome.seats.notify.notify_waiters();
         if let Some(tree) = tree {
-            tree.hop.wake();
+            tree.wake();
         }
     }
     for message in sealed.places {

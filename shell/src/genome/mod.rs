@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Beside the tree, for the root, realm and edge profiles, runs the tree organ
-//! (`crate::link`): the tunnels to the parent and the children.
+//! (`crate::link`): the tunnels to the parent and the children. The organs reach it
+//! through [`TreeOrgan`], so the genome does not depend on the organ started after it.
 //!
 //! Organs share one [`Genome`]: node identity, the store, the current kernel, the seat
 //! board, the next deadline. A restarted kernel registers itself there, so organs started
@@ -20,6 +21,7 @@ pub mod desk;
 pub mod kernel;
 pub mod places;
 pub mod probe;
+pub mod provider;
 pub mod runner;
 pub mod seats;
 pub mod supervisor;
@@ -89,7 +91,7 @@ pub struct NodeSettings {
     /// Places declared in the config (`places:`).
     pub places: Vec<palm_actors::place::PlaceSpec>,
     /// Provider settings (`providers:`).
-    pub providers: crate::providers::ProviderSettings,
+    pub providers: provider::ProviderSettings,
 }
 
 impl Default for NodeSettings {
@@ -119,6 +121,24 @@ pub struct Stats {
     pub shapes: std::sync::Mutex<Option<Vec<(usize, usize)>>>,
 }
 
+/// What the genome's organs ask of the tree organ (`crate::link::Tree`). A trait
+/// because that organ is built on the genome: the kernel and the desk reach it here
+/// without depending on it.
+pub trait TreeOrgan: Send + Sync {
+    /// The home stopped wanting an effect it placed on `child`: tell the child.
+    fn cancel_placed(&self, child: &str, key: &str, token: u64);
+    /// Work became ready at home: look for placements now.
+    fn wake(&self);
+    /// The `links` array of vitality.
+    fn links_json(&self) -> Value;
+    /// The `tree` object of vitality.
+    fn tree_json(&self) -> Value;
+    /// The `projection` object of vitality.
+    fn projection_json(&self) -> Value;
+    /// The organ as itself, for the modules built on its type (`crate::link::tree_of`).
+    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
+}
+
 /// State shared by every organ of one node.
 pub struct Genome {
     /// Identity.
@@ -132,25 +152,30 @@ pub struct Genome {
     /// The place book's published readiness and views.
     pub places: places::PlaceBoard,
     /// The providers `call` leaves reach.
-    pub providers: crate::providers::Registry,
+    pub providers: provider::Registry,
     /// Next timer or lease deadline, published by the kernel after each commit.
     pub deadline: watch::Sender<Option<u64>>,
     /// Counters.
     pub stats: Stats,
     /// Flips to true when shutdown begins; loops that sleep watch it to stop promptly.
     pub stopping: watch::Sender<bool>,
-    /// The tree organ (links to parent and children), for tree profiles.
-    pub tree: std::sync::OnceLock<Arc<crate::link::Tree>>,
+    /// The tree organ (links to parent and children), for tree profiles; set once
+    /// when it starts, after the genome.
+    pub tree: std::sync::OnceLock<Arc<dyn TreeOrgan>>,
     kernel: RwLock<Option<ActorRef<KernelMsg>>>,
     accepting: AtomicBool,
 }
 
 impl Genome {
-    /// A genome for a node over `store`.
-    pub fn new(info: NodeInfo, settings: NodeSettings, store: Arc<dyn Store>) -> Arc<Genome> {
+    /// A genome for a node over `store`, whose `call` leaves reach `providers`.
+    pub fn new(
+        info: NodeInfo,
+        settings: NodeSettings,
+        store: Arc<dyn Store>,
+        providers: provider::Registry,
+    ) -> Arc<Genome> {
         let seats = seats::SeatBoard::new(settings.seats);
         let places = places::PlaceBoard::new(&settings.capabilities);
-        let providers = crate::providers::Registry::builtin(&info.data, &settings.providers);
         Arc::new(Genome {
             places,
             providers,

@@ -232,7 +232,7 @@ async fn run_call(
             serde_json::Value::Null,
         ));
     };
-    let context = crate::providers::CallContext {
+    let context = super::provider::CallContext {
         genome,
         kernel: &kernel,
         effect,
