@@ -5,6 +5,8 @@
 //! decorator, memory and policy setting, plus 150 seeded random trees. `.ci/run` also runs
 //! a live cross-check against py_trees on freshly generated random trees.
 
+#[path = "../../tests/support/tool.rs"]
+mod tool;
 use palm_actors::bt::trace::trace;
 use std::path::Path;
 
@@ -61,7 +63,7 @@ fn every_fixture_matches_py_trees() {
 /// The live cross-check: py_trees itself (installed by `.ci/run` into `target/py-venv`, or
 /// named by `PALM_PY_TREES_PYTHON`) answers 300 fresh random trees, and Palm must agree on
 /// every tick. Without that interpreter the test says so and checks nothing more than the
-/// fixtures above already did.
+/// fixtures above already did — or, under CI, fails.
 #[test]
 fn live_cross_check_against_py_trees() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -69,9 +71,9 @@ fn live_cross_check_against_py_trees() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| root.join("target/py-venv/bin/python"));
     if !python.exists() {
-        eprintln!(
-            "live py_trees cross-check skipped: no {} (run .ci/run, or set PALM_PY_TREES_PYTHON)",
-            python.display()
+        tool::missing(
+            &format!("py_trees' Python ({})", python.display()),
+            "run .ci/run, or set PALM_PY_TREES_PYTHON",
         );
         return;
     }

@@ -3,8 +3,10 @@
 //! at least 95% must be found by the tree-sitter extractor (same file, same name, a
 //! definition kind, a line range containing ctags' line). Prints the figure, the kind
 //! agreement among matches, and every disagreement, so causes can be read off the log.
-//! Skips (with a message) when `ctags` is not installed.
+//! Skips (with a message) when `ctags` is not installed; fails instead under CI.
 
+#[path = "../../tests/support/tool.rs"]
+mod tool;
 use palm_intel::Intel;
 use palm_intel::extract::Extractor;
 use palm_intel::lang::Language;
@@ -47,8 +49,9 @@ fn definitions_agree_with_universal_ctags() {
             o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Universal Ctags")
         });
     if !available {
-        eprintln!(
-            "SKIPPED: universal-ctags is not installed (apt-get install universal-ctags; .ci/run does it)"
+        tool::missing(
+            "universal-ctags",
+            "apt-get install universal-ctags; .ci/run does it",
         );
         return;
     }
@@ -56,7 +59,10 @@ fn definitions_agree_with_universal_ctags() {
     let intel = match Intel::open(&root) {
         Ok(intel) => intel,
         Err(err) => {
-            eprintln!("SKIPPED: the project tree is not a git working tree here ({err})");
+            tool::missing(
+                "a git working tree of the project",
+                &format!("run from a clone: {err}"),
+            );
             return;
         }
     };
@@ -187,5 +193,38 @@ fn definitions_agree_with_universal_ctags() {
     assert!(
         percent >= AGREEMENT_PERCENT_MIN,
         "only {percent:.1}% of ctags' definitions found; missed: {missed:#?}"
+    );
+}
+
+/// CI cannot pass by skipping: this test binary, run again with no `ctags` on its PATH
+/// and `CI=1`, fails the cross-check and says why.
+#[test]
+fn under_ci_a_missing_ctags_fails_the_cross_check() {
+    let me = std::env::current_exe().expect("the test binary");
+    let run = |ci: &str| {
+        Command::new(&me)
+            .args([
+                "definitions_agree_with_universal_ctags",
+                "--exact",
+                "--nocapture",
+            ])
+            .env("PATH", "/nonexistent")
+            .env("CI", ci)
+            .output()
+            .expect("run the test binary")
+    };
+    let under_ci = run("1");
+    let stderr = String::from_utf8_lossy(&under_ci.stderr);
+    assert!(!under_ci.status.success(), "passed without ctags under CI");
+    assert!(
+        stderr.contains("universal-ctags is missing, and CI must not skip this test"),
+        "{stderr}"
+    );
+    let locally = run("");
+    let stderr = String::from_utf8_lossy(&locally.stderr);
+    assert!(locally.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("SKIPPED: universal-ctags is missing"),
+        "{stderr}"
     );
 }

@@ -86,9 +86,10 @@ pub enum Command {
     Emit {
         /// Event name.
         event: String,
-        /// Its data, as JSON (text that is not JSON is taken as a string).
-        #[arg(long, default_value = "null")]
-        data: String,
+        /// Its data, as JSON (text that is not JSON is taken as a string). Not `--data`:
+        /// that is every command's data directory.
+        #[arg(long, value_name = "JSON", default_value = "null")]
+        payload: String,
     },
     /// The providers `call` leaves can use on this node.
     Providers,

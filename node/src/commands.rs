@@ -67,7 +67,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Places { command } => crate::places_cmd::run(&ctx, command).await,
         Command::Sim(args) => crate::sim_cmd::run(&ctx, args),
         Command::Interests { .. } => crate::interests_cmd::list(&ctx).await,
-        Command::Emit { event, data } => crate::interests_cmd::emit(&ctx, event, &data).await,
+        Command::Emit { event, payload } => crate::interests_cmd::emit(&ctx, event, &payload).await,
         Command::Providers => crate::interests_cmd::providers(&ctx),
         Command::Tree => {
             let tree = one_call(&ctx, Access::Read, Request::Tree).await?;

@@ -433,3 +433,31 @@ fn file_kv_and_palm_providers() {
         .collect();
     assert_eq!(names, ["file", "http", "kv", "palm"]);
 }
+
+/// `palm emit NAME --payload JSON` (the documented command line) starts the flow with
+/// the payload as `input.event.data`; `--data` stays the data directory.
+#[test]
+fn emit_from_the_cli_starts_the_flow_with_its_payload() {
+    let data = data_dir();
+    add(
+        data.path(),
+        "deploy",
+        "name: deploy\non: { event: deploy }\ntree:\n  set: { version: \"{{ input.event.data.v }}\" }\n",
+    );
+    let up = Up::start(data.path(), &[]);
+    let emitted = palm(data.path(), &["emit", "deploy", "--payload", r#"{"v": 3}"#]);
+    assert_eq!(emitted.code, 0, "{}", emitted.stderr);
+    assert!(emitted.stdout.contains("matched 1"), "{}", emitted.stdout);
+    assert!(eventually(Duration::from_secs(5), || {
+        jobs_of(data.path(), "deploy").first().is_some_and(|job| {
+            status(data.path(), job["job"].as_str().unwrap_or_default())["status"] == "succeeded"
+        })
+    }));
+    let job = jobs_of(data.path(), "deploy")[0]["job"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = status(data.path(), &job);
+    assert_eq!(done["input"]["event"]["data"], json!({"v": 3}), "{done}");
+    assert_eq!(up.terminate().0, 0);
+}

@@ -4,6 +4,8 @@
 //! `palm mcp install`.
 
 mod common;
+#[path = "../../tests/support/tool.rs"]
+mod tool;
 
 use common::{data_dir, example, palm, palm_bin, repo};
 use serde_json::{Value, json};
@@ -307,20 +309,19 @@ fn python() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target/py-venv/bin/python"));
     if !python.exists() {
-        eprintln!(
-            "MCP Python SDK test skipped: no {} (run .ci/run, or set PALM_MCP_PYTHON)",
-            python.display()
+        tool::missing(
+            &format!("the MCP Python SDK's Python ({})", python.display()),
+            "run .ci/run, or set PALM_MCP_PYTHON",
         );
         return None;
     }
     let probe = Command::new(&python)
         .args(["-c", "import mcp.client.stdio"])
-        .output()
-        .ok()?;
-    if !probe.status.success() {
-        eprintln!(
-            "MCP Python SDK test skipped: {} cannot import mcp (pip install mcp)",
-            python.display()
+        .output();
+    if !probe.is_ok_and(|probe| probe.status.success()) {
+        tool::missing(
+            &format!("the MCP Python SDK (in {})", python.display()),
+            "pip install mcp==2.3.0; .ci/run does it",
         );
         return None;
     }

@@ -12,6 +12,13 @@ use yaml_rust2::scanner::{Marker, TScalarStyle};
 /// Bound on nesting depth: a hostile document cannot overflow the stack of later passes.
 pub const DEPTH_MAX: usize = 128;
 
+/// Bound on the values a document holds once its aliases are expanded: a small file of
+/// nested aliases ("billion laughs") cannot make the reader build an enormous tree.
+pub const NODES_MAX: usize = 100_000;
+
+/// Bound on the scalar text a document holds once its aliases are expanded (bytes).
+pub const EXPANDED_BYTES_MAX: usize = 16 << 20;
+
 /// A value with the position where it starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spanned {
@@ -137,16 +144,49 @@ fn span_of(mark: Marker) -> Span {
     }
 }
 
+/// How much a value weighs once expanded: what an alias to it adds to the document.
+#[derive(Clone, Copy, Debug, Default)]
+struct Shape {
+    /// Values in it, itself included.
+    nodes: usize,
+    /// Scalar text in it (bytes).
+    bytes: usize,
+    /// Levels of nesting it adds (0 for a scalar).
+    height: usize,
+}
+
+/// A collection being read: where it started, the document's totals then, and its
+/// height so far.
+struct Open {
+    span: Span,
+    anchor: usize,
+    nodes_before: usize,
+    bytes_before: usize,
+    height: usize,
+}
+
 enum Frame {
-    Seq(Span, Vec<Spanned>, usize),
-    Map(Span, Vec<(Spanned, Spanned)>, Option<Spanned>, usize),
+    Seq(Open, Vec<Spanned>),
+    Map(Open, Vec<(Spanned, Spanned)>, Option<Spanned>),
+}
+
+impl Frame {
+    fn open(&mut self) -> &mut Open {
+        match self {
+            Frame::Seq(open, _) | Frame::Map(open, _, _) => open,
+        }
+    }
 }
 
 #[derive(Default)]
 struct Builder {
     stack: Vec<Frame>,
     documents: Vec<Spanned>,
-    anchors: std::collections::HashMap<usize, Spanned>,
+    anchors: std::collections::HashMap<usize, (Spanned, Shape)>,
+    /// Values read so far, aliases expanded.
+    nodes: usize,
+    /// Scalar bytes read so far, aliases expanded.
+    bytes: usize,
     error: Option<ReadError>,
 }
 
@@ -160,15 +200,19 @@ impl Builder {
         }
     }
 
-    fn push_value(&mut self, node: Spanned, anchor: usize) {
+    fn push_value(&mut self, node: Spanned, anchor: usize, shape: Shape) {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), shape));
+        }
+        if let Some(frame) = self.stack.last_mut() {
+            let open = frame.open();
+            open.height = open.height.max(shape.height + 1);
         }
         let mut problem: Option<(Span, String)> = None;
         match self.stack.last_mut() {
             None => self.documents.push(node),
-            Some(Frame::Seq(_, items, _)) => items.push(node),
-            Some(Frame::Map(_, entries, pending_key, _)) => match pending_key.take() {
+            Some(Frame::Seq(_, items)) => items.push(node),
+            Some(Frame::Map(_, entries, pending_key)) => match pending_key.take() {
                 None => {
                     let key = match &node.value {
                         Value::String(_) => Some(node),
@@ -222,6 +266,54 @@ impl Builder {
         }
         true
     }
+
+    /// Counts `shape` into the document's totals; false (and the error) past a bound.
+    /// `how` says how the values came: read, or through an alias.
+    fn count(&mut self, span: Span, shape: Shape, how: &str) -> bool {
+        self.nodes = self.nodes.saturating_add(shape.nodes);
+        self.bytes = self.bytes.saturating_add(shape.bytes);
+        if self.nodes > NODES_MAX {
+            self.fail(
+                span,
+                format!("the document {how} more than {NODES_MAX} values"),
+            );
+            return false;
+        }
+        if self.bytes > EXPANDED_BYTES_MAX {
+            self.fail(
+                span,
+                format!("the document {how} more than {EXPANDED_BYTES_MAX} bytes of text"),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn start(&mut self, span: Span, anchor: usize) -> Option<Open> {
+        if !self.depth_check(span) {
+            return None;
+        }
+        let open = Open {
+            span,
+            anchor,
+            nodes_before: self.nodes,
+            bytes_before: self.bytes,
+            height: 1,
+        };
+        let one = Shape {
+            nodes: 1,
+            ..Shape::default()
+        };
+        self.count(span, one, "holds").then_some(open)
+    }
+
+    fn shape_of(&self, open: &Open) -> Shape {
+        Shape {
+            nodes: self.nodes - open.nodes_before,
+            bytes: self.bytes - open.bytes_before,
+            height: open.height,
+        }
+    }
 }
 
 impl MarkedEventReceiver for Builder {
@@ -232,48 +324,65 @@ impl MarkedEventReceiver for Builder {
         let span = span_of(mark);
         match event {
             Event::Scalar(text, style, anchor, tag) => {
-                let value = resolve_scalar(text, style, tag.as_ref());
-                self.push_value(Spanned { value, span }, anchor);
+                let shape = Shape {
+                    nodes: 1,
+                    bytes: text.len(),
+                    height: 0,
+                };
+                if self.count(span, shape, "holds") {
+                    let value = resolve_scalar(text, style, tag.as_ref());
+                    self.push_value(Spanned { value, span }, anchor, shape);
+                }
             }
             Event::SequenceStart(anchor, _) => {
-                if self.depth_check(span) {
-                    self.stack.push(Frame::Seq(span, Vec::new(), anchor));
+                if let Some(open) = self.start(span, anchor) {
+                    self.stack.push(Frame::Seq(open, Vec::new()));
                 }
             }
             Event::MappingStart(anchor, _) => {
-                if self.depth_check(span) {
-                    self.stack.push(Frame::Map(span, Vec::new(), None, anchor));
+                if let Some(open) = self.start(span, anchor) {
+                    self.stack.push(Frame::Map(open, Vec::new(), None));
                 }
             }
             Event::SequenceEnd => {
-                if let Some(Frame::Seq(start, items, anchor)) = self.stack.pop() {
-                    self.push_value(
-                        Spanned {
-                            value: Value::Seq(items),
-                            span: start,
-                        },
-                        anchor,
-                    );
+                if let Some(Frame::Seq(open, items)) = self.stack.pop() {
+                    let shape = self.shape_of(&open);
+                    let node = Spanned {
+                        value: Value::Seq(items),
+                        span: open.span,
+                    };
+                    self.push_value(node, open.anchor, shape);
                 }
             }
             Event::MappingEnd => {
-                if let Some(Frame::Map(start, entries, _, anchor)) = self.stack.pop() {
+                if let Some(Frame::Map(open, entries, _)) = self.stack.pop() {
+                    let shape = self.shape_of(&open);
                     // yaml-rust2 marks a block mapping where its first key ends; point at
                     // the first key instead, which is where a reader looks.
-                    let start = entries.first().map_or(start, |(key, _)| key.span);
-                    self.push_value(
-                        Spanned {
-                            value: Value::Map(entries),
-                            span: start,
-                        },
-                        anchor,
-                    );
+                    let start = entries.first().map_or(open.span, |(key, _)| key.span);
+                    let node = Spanned {
+                        value: Value::Map(entries),
+                        span: start,
+                    };
+                    self.push_value(node, open.anchor, shape);
                 }
             }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(mut node) => {
-                    node.span = span;
-                    self.push_value(node, 0);
+            Event::Alias(id) => match self.anchors.get(&id).map(|(_, shape)| *shape) {
+                Some(shape) if self.stack.len() + shape.height > DEPTH_MAX => {
+                    self.fail(
+                        span,
+                        format!("nesting deeper than {DEPTH_MAX} levels through an alias"),
+                    );
+                }
+                Some(shape) => {
+                    // Count before cloning: the bound is what keeps the clone small.
+                    if self.count(span, shape, "expands through aliases to")
+                        && let Some((node, _)) = self.anchors.get(&id)
+                    {
+                        let mut node = node.clone();
+                        node.span = span;
+                        self.push_value(node, 0, shape);
+                    }
                 }
                 None => self.fail(span, "alias to an unknown anchor"),
             },
@@ -396,6 +505,55 @@ mod tests {
     fn anchors_and_aliases_expand() {
         let doc = read("a: &x {k: 1}\nb: *x\n").unwrap();
         assert_eq!(doc.get("b").unwrap().to_json(), serde_json::json!({"k": 1}));
+    }
+
+    #[test]
+    fn billion_laughs_is_refused_at_the_alias_that_crosses_the_bound() {
+        let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for level in 1..10 {
+            let prev = level - 1;
+            let refs = vec![format!("*a{prev}"); 10].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{refs}]\n"));
+        }
+        let err = read(&text).unwrap_err();
+        assert!(
+            err.message.contains(&format!(
+                "expands through aliases to more than {NODES_MAX} values"
+            )),
+            "{}",
+            err.message
+        );
+        // Level 5 holds 10^5 laughs: its aliases are where the bound is crossed.
+        assert_eq!(err.span.line, 5, "{err:?}");
+    }
+
+    #[test]
+    fn long_text_repeated_through_aliases_is_refused() {
+        let long = "x".repeat(1 << 20);
+        let refs = vec!["*t"; 20].join(", ");
+        let text = format!("t: &t {long}\nmany: [{refs}]\n");
+        let err = read(&text).unwrap_err();
+        assert!(err.message.contains("bytes of text"), "{}", err.message);
+        assert_eq!(err.span.line, 2);
+    }
+
+    #[test]
+    fn an_alias_cannot_nest_past_the_depth_bound() {
+        let half = DEPTH_MAX / 2 + 2;
+        let deep = "[".repeat(half) + &"]".repeat(half);
+        let wrap = "[".repeat(half) + "*d" + &"]".repeat(half);
+        let text = format!("d: &d {deep}\ne: {wrap}\n");
+        let err = read(&text).unwrap_err();
+        assert!(err.message.contains("through an alias"), "{}", err.message);
+    }
+
+    #[test]
+    fn aliases_within_the_bounds_still_expand() {
+        let doc = read("a: &a [1, 2, 3]\nb: [*a, *a, *a]\n").unwrap();
+        assert_eq!(
+            doc.get("b").unwrap().to_json(),
+            serde_json::json!([[1, 2, 3], [1, 2, 3], [1, 2, 3]])
+        );
     }
 
     #[test]
