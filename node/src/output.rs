@@ -442,6 +442,22 @@ pub fn print_vitality(out: &Output, v: &Value) {
             reason
         );
     }
+    let refused = v["refused"]["count"].as_u64().unwrap_or(0);
+    if refused > 0 {
+        println!("  refused  {refused} frame(s) from peers; latest:");
+        let latest = v["refused"]["latest"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for refusal in latest.iter().rev().take(5) {
+            println!(
+                "    {} from {}: {}",
+                text(refusal, "kind"),
+                out.bold(&text(refusal, "peer")),
+                text(refusal, "reason")
+            );
+        }
+    }
 }
 
 fn place_line(out: &Output, place: &Value) -> String {

@@ -113,6 +113,7 @@ pub type Here = Arc<
 pub struct Hop {
     inbox: mpsc::Sender<HopIn>,
     projection: watch::Receiver<Value>,
+    refused: watch::Receiver<Value>,
 }
 
 impl Hop {
@@ -131,6 +132,7 @@ impl Hop {
         let core = HopCore::new(config, now);
         let (inbox, rx) = mpsc::channel(INBOX);
         let (projection_tx, projection) = watch::channel(projection_json(&core));
+        let (refused_tx, refused) = watch::channel(refused_json(&core));
         let task = HopTask {
             core,
             genome: Arc::downgrade(genome),
@@ -140,10 +142,15 @@ impl Hop {
             next_id: 1,
             placed: HashMap::new(),
             projection: projection_tx,
+            refused: refused_tx,
             here,
         };
         tokio::spawn(task.run(rx));
-        Hop { inbox, projection }
+        Hop {
+            inbox,
+            projection,
+            refused,
+        }
     }
 
     async fn tell(&self, input: HopIn) {
@@ -219,6 +226,12 @@ impl Hop {
         self.projection.borrow().clone()
     }
 
+    /// Frames refused from peers (vitality's `refused`): the count since boot and the
+    /// latest ones.
+    pub fn refused_json(&self) -> Value {
+        self.refused.borrow().clone()
+    }
+
     /// `None` when this node is the request's home; else what came back from the way home.
     async fn ask_route(&self, request: RouteRequest) -> Option<Reply> {
         let (tx, rx) = oneshot::channel();
@@ -265,6 +278,14 @@ impl Hop {
     }
 }
 
+fn refused_json(core: &HopCore) -> Value {
+    let (count, latest) = core.refusals();
+    let latest: Vec<Value> = latest
+        .map(|r| json!({"at": r.at, "peer": r.peer, "kind": r.kind, "reason": r.reason}))
+        .collect();
+    json!({"count": count, "latest": latest})
+}
+
 fn projection_json(core: &HopCore) -> Value {
     let projection = core.projection();
     json!({
@@ -292,6 +313,7 @@ struct HopTask {
     /// Placed effects running here: their stop switches, by (key, token).
     placed: HashMap<(String, u64), watch::Sender<bool>>,
     projection: watch::Sender<Value>,
+    refused: watch::Sender<Value>,
     here: Here,
 }
 
@@ -335,6 +357,10 @@ impl HopTask {
                 *old = new;
                 changed
             });
+            let refused = self.core.refusals().0;
+            if self.refused.borrow()["count"] != refused {
+                self.refused.send_replace(refused_json(&self.core));
+            }
         }
     }
 
@@ -725,6 +751,10 @@ fn answer(reply: Reply) -> Response {
             "too_far",
             format!("the request travelled {hops} hops without reaching its home"),
         )),
+        Reply::Refused { at, reason } => Response::err(
+            ErrorBody::invalid("forbidden", format!("`{at}` refused the request: {reason}"))
+                .hint("only job requests (submit, status, wait, continue, cancel, inspect, jobs) cross the tree; run the others on the node itself"),
+        ),
     }
 }
 

@@ -419,6 +419,10 @@ impl TreeOrgan for Tree {
         self.hop.projection_json()
     }
 
+    fn refused_json(&self) -> Value {
+        self.hop.refused_json()
+    }
+
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
         self
     }

@@ -31,6 +31,7 @@ pub const INVARIANTS: &[&str] = &[
     "completion_only_from_the_current_lease",
     "no_dual_truth",
     "no_projection_passed_off_as_the_home",
+    "authorised_requests_pass",
     "liveness",
 ];
 

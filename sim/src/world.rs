@@ -1614,6 +1614,14 @@ impl World {
                 }
             }
             Reply::TooFar { .. } => self.coverage.hit("request_too_far"),
+            Reply::Refused { at, reason } => {
+                // The world's clients ask only what a link may carry.
+                self.fail(Violation {
+                    invariant: "authorised_requests_pass",
+                    detail: format!("node {at} refused {op} #{id} from node {i}: {reason}"),
+                });
+                return;
+            }
         }
         let waited = self.now - asked.asked_at;
         self.line(i, &format!("client: {op} #{id} answered after {waited}ms"));

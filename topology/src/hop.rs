@@ -102,14 +102,7 @@ pub fn job_of_key(key: &str) -> &str {
     key.split('/').next().unwrap_or(key)
 }
 
-/// Which end of a link a peer is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// The peer is this node's parent.
-    Parent,
-    /// The peer is a child of this node.
-    Child,
-}
+pub use crate::authority::Direction;
 
 /// Who a node is, for its [`HopCore`].
 #[derive(Clone, Debug)]
@@ -466,8 +459,28 @@ pub struct HopCore {
     asks: BTreeMap<u64, Ask>,
     passing: BTreeMap<u64, Passing>,
     place_due: Option<u64>,
+    /// Frames refused since boot (see [`crate::authority`]).
+    refused: u64,
+    /// The latest refusals, newest last (at most [`REFUSALS_KEPT`]).
+    refusals: VecDeque<Refusal>,
     #[cfg(feature = "mutations")]
     mutation: Option<HopMutation>,
+}
+
+/// Refusals kept for `palm vitality` (the count covers them all).
+pub const REFUSALS_KEPT: usize = 32;
+
+/// A frame refused from a peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// When (ms).
+    pub at: u64,
+    /// The peer, by the name its certificate proves.
+    pub peer: String,
+    /// The message kind.
+    pub kind: &'static str,
+    /// Why.
+    pub reason: String,
 }
 
 impl HopCore {
@@ -500,6 +513,8 @@ impl HopCore {
             asks: BTreeMap::new(),
             passing: BTreeMap::new(),
             place_due: None,
+            refused: 0,
+            refusals: VecDeque::new(),
             #[cfg(feature = "mutations")]
             mutation: None,
         };
@@ -572,6 +587,11 @@ impl HopCore {
     /// Effects this home placed on its subtree and has not heard the end of.
     pub fn placed_out(&self) -> usize {
         self.placed_out.len()
+    }
+
+    /// Frames refused since boot, and the latest of them (newest last).
+    pub fn refusals(&self) -> (u64, impl Iterator<Item = &Refusal> + '_) {
+        (self.refused, self.refusals.iter())
     }
 
     /// Requests waiting for an answer through this node (forwarded, relayed, served).
@@ -1181,32 +1201,9 @@ impl HopCore {
             );
             return;
         };
-        // Who may say what: a parent places and cancels and answers reports; a child
-        // summarises, reports and answers placements. Anything else is dropped.
-        let allowed = matches!(
-            (&msg, direction),
-            (TopoMsg::Forward { .. } | TopoMsg::Answer { .. }, _)
-                | (
-                    TopoMsg::Summary(_)
-                        | TopoMsg::Placed { .. }
-                        | TopoMsg::Renew { .. }
-                        | TopoMsg::Complete { .. },
-                    Direction::Child,
-                )
-                | (
-                    TopoMsg::Parent(_)
-                        | TopoMsg::Place { .. }
-                        | TopoMsg::Cancel { .. }
-                        | TopoMsg::Renewed { .. }
-                        | TopoMsg::Completed { .. },
-                    Direction::Parent,
-                )
-        );
-        if !allowed {
-            self.event(
-                "refused_message",
-                format!("{} from {peer} ({direction:?}) is not allowed", msg.kind()),
-            );
+        // Who may say what: one table (`crate::authority`).
+        if let Err(reason) = crate::authority::check_message(&msg, direction) {
+            self.refuse(now, peer, msg.kind(), reason);
             return;
         }
         match msg {
@@ -1214,10 +1211,8 @@ impl HopCore {
                 if summary.name == peer {
                     self.topology.child_summary(now, summary);
                 } else {
-                    self.event(
-                        "refused_message",
-                        format!("{peer} sent a summary as `{}`", summary.name),
-                    );
+                    let reason = format!("a summary as `{}`, not as itself", summary.name);
+                    self.refuse(now, peer, "summary", reason);
                 }
             }
             TopoMsg::Parent(info) => self.topology.parent_info(now, info),
@@ -1280,6 +1275,18 @@ impl HopCore {
     }
 
     fn on_forward(&mut self, now: u64, peer: &str, id: u64, request: RouteRequest, hops: u32) {
+        if let Err(reason) = crate::authority::check_forward(&request.request.0, &request.toward) {
+            self.refuse(now, peer, "forward", reason.clone());
+            let at = self.topology.name().to_owned();
+            self.send(
+                peer,
+                TopoMsg::Answer {
+                    id,
+                    reply: Reply::Refused { at, reason },
+                },
+            );
+            return;
+        }
         if hops > HOPS_MAX {
             self.send(
                 peer,
@@ -1371,6 +1378,7 @@ impl HopCore {
                     Reply::Home(_) => "home",
                     Reply::Unreachable { .. } => "unreachable",
                     Reply::TooFar { .. } => "too far",
+                    Reply::Refused { .. } => "refused",
                 }
             ),
         );
@@ -2032,6 +2040,21 @@ impl HopCore {
         self.outputs.push_back(HopOutput::Send {
             to: to.to_owned(),
             msg,
+        });
+    }
+
+    /// Drops a frame `peer` may not send: counted, kept for vitality, logged.
+    fn refuse(&mut self, now: u64, peer: &str, kind: &'static str, reason: String) {
+        self.event("refused_message", format!("{kind} from `{peer}`: {reason}"));
+        self.refused += 1;
+        if self.refusals.len() == REFUSALS_KEPT {
+            self.refusals.pop_front();
+        }
+        self.refusals.push_back(Refusal {
+            at: now,
+            peer: peer.to_owned(),
+            kind,
+            reason,
         });
     }
 

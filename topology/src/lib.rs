@@ -22,6 +22,7 @@
 //! Nothing here touches a socket or a clock: links come and go through `handle_*`
 //! calls with an explicit `now`; the node shell (and the simulator) carry messages.
 
+pub mod authority;
 pub mod hop;
 pub mod msg;
 

@@ -98,6 +98,13 @@ pub enum Reply {
         /// Hops travelled.
         hops: u32,
     },
+    /// Node `at` refused to carry or apply the request (`crate::authority`).
+    Refused {
+        /// The node that refused it.
+        at: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A home's verdict on a renewal.

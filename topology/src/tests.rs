@@ -1,6 +1,7 @@
 //! Unit tests of routing, placement, projections and the protocol's encoding.
 
 use super::*;
+use crate::hop::Refusal;
 
 fn summary(
     name: &str,
@@ -279,5 +280,96 @@ fn placement_reaches_grandchildren_through_their_parent() {
     assert!(
         root.placement_targets(32 + SUMMARY_STALE_MS + 1).is_empty(),
         "a stale summary hides its subtree"
+    );
+}
+
+/// A root with one linked child, `edge1`, and its outputs drained.
+fn root_with_a_child() -> HopCore {
+    let mut root = HopCore::new(
+        HopConfig {
+            name: "root".into(),
+            role: Role::Root,
+            tag: "oooo".into(),
+            parent: None,
+            epoch: 1,
+            seed: 7,
+        },
+        0,
+    );
+    root.handle_link(1, "edge1", Direction::Child, true);
+    while root.poll_output().is_some() {}
+    root
+}
+
+fn drain(core: &mut HopCore) -> Vec<HopOutput> {
+    std::iter::from_fn(|| core.poll_output()).collect()
+}
+
+fn forward_of(request: serde_json::Value, toward: Toward) -> TopoMsg {
+    TopoMsg::Forward {
+        id: 5,
+        toward,
+        view_of: None,
+        request: Json(request),
+        hops: 0,
+        within_ms: 1_000,
+    }
+}
+
+#[test]
+fn a_child_is_refused_what_only_the_node_itself_may_ask() {
+    let mut root = root_with_a_child();
+    for op in [
+        "token_create",
+        "token_revoke",
+        "places_add",
+        "flows_add",
+        "kv",
+    ] {
+        root.handle_frame(2, "edge1", forward_of(json!({"op": op}), Toward::NewHome));
+        let outputs = drain(&mut root);
+        assert!(
+            !outputs.iter().any(|o| matches!(o, HopOutput::Apply { .. })),
+            "{op} was applied"
+        );
+        let answered = outputs.iter().any(|o| {
+            matches!(o, HopOutput::Send { to, msg: TopoMsg::Answer { id: 5, reply: Reply::Refused { at, reason } } }
+                if to == "edge1" && at == "root" && reason.contains(op))
+        });
+        assert!(answered, "{op}: {outputs:?}");
+    }
+    // A summary under a sibling's name, a cancel sent up: dropped, counted.
+    root.handle_frame(
+        3,
+        "edge1",
+        TopoMsg::Summary(summary("edge2", "e222", &[], 1, 0, vec![])),
+    );
+    root.handle_frame(
+        4,
+        "edge1",
+        TopoMsg::Cancel {
+            key: "oooo-1/0/1".into(),
+            token: 1,
+        },
+    );
+    let (count, latest) = root.refusals();
+    let latest: Vec<&Refusal> = latest.collect();
+    assert_eq!(count, 7);
+    assert!(latest.iter().all(|r| r.peer == "edge1"));
+    assert_eq!(latest[5].kind, "summary");
+    assert_eq!(latest[6].kind, "cancel");
+    assert!(!root.topology().has_child("edge2"), "no pose as a sibling");
+    assert_eq!(root.topology().route_job("e222-1"), Route::Local);
+    // The link is still up: an allowed request still goes through.
+    root.handle_frame(
+        5,
+        "edge1",
+        forward_of(json!({"op": "submit", "flow": "x"}), Toward::NewHome),
+    );
+    assert!(
+        drain(&mut root)
+            .iter()
+            .any(|o| matches!(o, HopOutput::Apply { .. })),
+        "a submit from the child is applied at its home"
     );
 }

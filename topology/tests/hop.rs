@@ -361,7 +361,7 @@ fn a_forward_with_no_answer_times_out() {
         RouteRequest {
             toward: Toward::Job("root-1".into()),
             view_of: None,
-            request: Json(json!({})),
+            request: Json(json!({"op": "status", "job": "root-1"})),
             within_ms: 2_000,
         },
     );
@@ -707,7 +707,7 @@ fn a_request_that_travelled_too_far_is_refused() {
             id: 77,
             toward: Toward::Job("root-1".into()),
             view_of: None,
-            request: Json(json!({})),
+            request: Json(json!({"op": "status", "job": "root-1"})),
             hops: palm_topology::HOPS_MAX + 1,
             within_ms: 1_000,
         },

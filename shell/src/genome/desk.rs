@@ -567,6 +567,15 @@ impl Desk {
                 |tree| tree.projection_json(),
             );
         object.insert("projection".into(), projection);
+        let refused = self
+            .places
+            .as_ref()
+            .and_then(|genome| genome.tree.get())
+            .map_or_else(
+                || json!({"count": 0, "latest": []}),
+                |tree| tree.refused_json(),
+            );
+        object.insert("refused".into(), refused);
         object.insert(
             "link_events".into(),
             crate::journal::recent_json(&*self.store),

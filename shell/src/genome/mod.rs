@@ -135,6 +135,8 @@ pub trait TreeOrgan: Send + Sync {
     fn tree_json(&self) -> Value;
     /// The `projection` object of vitality.
     fn projection_json(&self) -> Value;
+    /// The `refused` object of vitality: frames refused from peers.
+    fn refused_json(&self) -> Value;
     /// The organ as itself, for the modules built on its type (`crate::link::tree_of`).
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync>;
 }
