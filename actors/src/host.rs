@@ -240,6 +240,43 @@ impl<R> HomeHost<R> {
         self.after_durable(reply(result));
     }
 
+    /// [`HomeHost::renew`] for a report from another node: refused unless `holder` (the
+    /// node it came from) holds the claim.
+    pub fn renew_from(
+        &mut self,
+        path: &mut JobPath,
+        now: u64,
+        key: &str,
+        token: u64,
+        holder: &str,
+        reply: impl FnOnce(Result<u64, CompleteError>) -> R,
+    ) {
+        match path.check_holder(key, token, holder) {
+            Ok(()) => self.renew(path, now, key, token, reply),
+            Err(refused) => self.after_durable(reply(Err(refused))),
+        }
+    }
+
+    /// [`HomeHost::complete`] for a report from another node: refused unless `holder`
+    /// (the node it came from) holds the claim.
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete_from(
+        &mut self,
+        path: &mut JobPath,
+        now: u64,
+        key: &str,
+        token: u64,
+        outcome: Outcome,
+        node: Option<String>,
+        holder: &str,
+        reply: impl FnOnce(Result<Completed, CompleteError>) -> R,
+    ) {
+        match path.check_holder(key, token, holder) {
+            Ok(()) => self.complete(path, now, key, token, outcome, node, reply),
+            Err(refused) => self.after_durable(reply(Err(refused))),
+        }
+    }
+
     /// Records an effect's outcome under its claim's token; `reply` hears the verdict
     /// once it is durable.
     #[allow(clippy::too_many_arguments)]

@@ -743,3 +743,40 @@ fn a_finished_job_is_viewed_from_memory_before_its_batch_is_committed() {
     host.commit();
     assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);
 }
+
+/// A report from another node is taken only from the holder the claim names: a sibling
+/// that learnt the key and the (sequential) token cannot renew or complete it.
+#[test]
+fn only_the_claims_holder_may_report_on_it() {
+    let mut host = Host::new();
+    host.submit_source(&example("hello"), json!({}));
+    let now = host.now;
+    let effect = host
+        .path
+        .claim(now, "child:edge-1", &|_, _| true)
+        .expect("placed on edge-1");
+    host.commit();
+    let sibling = host
+        .path
+        .check_holder(&effect.key, effect.token, "child:edge-2")
+        .unwrap_err();
+    assert!(
+        matches!(&sibling, CompleteError::NotTheHolder { claimed_by, .. } if claimed_by == "child:edge-1"),
+        "{sibling:?}"
+    );
+    assert!(
+        sibling.to_string().contains("reported by child:edge-2"),
+        "{sibling}"
+    );
+    let stale = host
+        .path
+        .check_holder(&effect.key, effect.token + 1, "child:edge-1")
+        .unwrap_err();
+    assert!(
+        matches!(stale, CompleteError::StaleToken { .. }),
+        "{stale:?}"
+    );
+    host.path
+        .check_holder(&effect.key, effect.token, "child:edge-1")
+        .expect("the holder itself");
+}

@@ -479,10 +479,15 @@ impl HopTask {
                         let _ = kernel.cast(KernelMsg::Release { key, token });
                     }
                 }
-                HopOutput::Renew { serve, key, token } => {
+                HopOutput::Renew {
+                    serve,
+                    key,
+                    token,
+                    holder,
+                } => {
                     let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
                     tokio::spawn(async move {
-                        let result = kernel_renew(&genome, &key, token).await;
+                        let result = kernel_renew(&genome, &key, token, holder).await;
                         let _ = inbox.send(HopIn::Renewed { serve, result }).await;
                     });
                 }
@@ -492,10 +497,12 @@ impl HopTask {
                     token,
                     outcome,
                     node,
+                    holder,
                 } => {
                     let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
                     tokio::spawn(async move {
-                        let result = kernel_complete(&genome, &key, token, outcome, &node).await;
+                        let result =
+                            kernel_complete(&genome, &key, token, outcome, &node, holder).await;
                         let _ = inbox.send(HopIn::Completed { serve, result }).await;
                     });
                 }
@@ -637,13 +644,19 @@ async fn claim_for(
     }
 }
 
-async fn kernel_renew(genome: &Genome, key: &str, token: u64) -> Result<u64, String> {
+async fn kernel_renew(
+    genome: &Genome,
+    key: &str,
+    token: u64,
+    holder: String,
+) -> Result<u64, String> {
     let kernel = genome.kernel().ok_or("the home's kernel is restarting")?;
     match kernel
         .call(
             |reply| KernelMsg::Renew {
                 key: key.to_owned(),
                 token,
+                from: Some(holder),
                 reply,
             },
             Some(KERNEL_CALL),
@@ -661,6 +674,7 @@ async fn kernel_complete(
     token: u64,
     outcome: Outcome,
     node: &str,
+    holder: String,
 ) -> Result<(), String> {
     let kernel = genome.kernel().ok_or("the home's kernel is restarting")?;
     match kernel
@@ -670,6 +684,7 @@ async fn kernel_complete(
                 token,
                 outcome,
                 node: Some(node.to_owned()),
+                from: Some(holder),
                 reply,
             },
             Some(KERNEL_CALL),

@@ -790,12 +790,19 @@ impl World {
                         self.coverage.hit("claim_released");
                     }
                 }
-                HopOutput::Renew { serve, key, token } => {
+                HopOutput::Renew {
+                    serve,
+                    key,
+                    token,
+                    holder,
+                } => {
                     let live = self.nodes[i].live.as_mut().expect("live");
                     live.host
-                        .renew(&mut live.path, now, &key, token, |result| Ack::Renewed {
-                            serve,
-                            result: result.map_err(|e| e.to_string()),
+                        .renew_from(&mut live.path, now, &key, token, &holder, |result| {
+                            Ack::Renewed {
+                                serve,
+                                result: result.map_err(|e| e.to_string()),
+                            }
                         });
                 }
                 HopOutput::Complete {
@@ -804,16 +811,18 @@ impl World {
                     token,
                     outcome,
                     node,
+                    holder,
                 } => {
                     let live = self.nodes[i].live.as_mut().expect("live");
                     let mut verdict = None;
-                    live.host.complete(
+                    live.host.complete_from(
                         &mut live.path,
                         now,
                         &key,
                         token,
                         outcome,
                         Some(node),
+                        &holder,
                         |result| {
                             verdict = Some(result.clone());
                             Ack::Completed {

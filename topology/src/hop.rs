@@ -221,6 +221,9 @@ pub enum HopOutput {
         key: String,
         /// Fencing token.
         token: u64,
+        /// The holder the claim must name: the child the report came from (a sibling
+        /// cannot renew what was placed elsewhere).
+        holder: String,
     },
     /// Record a placed effect's outcome here, its home; answer with `handle_completed`
     /// once durable.
@@ -235,6 +238,8 @@ pub enum HopOutput {
         outcome: Outcome,
         /// The node that ran it.
         node: String,
+        /// The holder the claim must name: the child the report came from.
+        holder: String,
     },
     /// Run an effect placed here by `home`; report with `handle_finished`.
     Start {
@@ -1670,8 +1675,12 @@ impl HopCore {
                                 id,
                             },
                         );
-                        self.outputs
-                            .push_back(HopOutput::Renew { serve, key, token });
+                        self.outputs.push_back(HopOutput::Renew {
+                            serve,
+                            key,
+                            token,
+                            holder: child_holder(peer),
+                        });
                     }
                     TopoMsg::Complete { outcome, node, .. } => {
                         self.serving.insert(
@@ -1690,6 +1699,7 @@ impl HopCore {
                             token,
                             outcome,
                             node,
+                            holder: child_holder(peer),
                         });
                     }
                     _ => {}
@@ -1702,6 +1712,16 @@ impl HopCore {
                 self.answer_report(peer, id, kind, Err(reason));
             }
             Route::Parent | Route::Unreachable(_) => {
+                // Placed through here to another child: a sibling cannot report it. (Once
+                // this node forgot the relay — a restart — the home's holder check stands.)
+                if let Some(relayed) = self.relayed.get(&key).filter(|r| r.token == token)
+                    && relayed.child != peer
+                {
+                    let reason = format!("{key} was placed on `{}`, not `{peer}`", relayed.child);
+                    self.refuse(now, peer, msg.kind(), reason.clone());
+                    self.answer_report(peer, id, kind, Err(reason));
+                    return;
+                }
                 // Homed above: pass it up unchanged but for the id; the answer comes back
                 // down the same way.
                 let parent = self.topology.parent_name().map(str::to_owned);

@@ -373,3 +373,30 @@ fn a_child_is_refused_what_only_the_node_itself_may_ask() {
         "a submit from the child is applied at its home"
     );
 }
+
+#[test]
+fn a_report_at_home_names_the_child_it_came_from_as_the_holder() {
+    let mut root = root_with_a_child();
+    root.handle_frame(
+        2,
+        "edge1",
+        TopoMsg::Complete {
+            id: 9,
+            key: "oooo-1/0/1".into(),
+            token: 3,
+            outcome: palm_actors::bt::Outcome::Call {
+                ok: true,
+                value: Json(json!(null)),
+                error: None,
+            },
+            node: "edge2".into(),
+        },
+    );
+    let holder = drain(&mut root).into_iter().find_map(|o| match o {
+        HopOutput::Complete { holder, .. } => Some(holder),
+        _ => None,
+    });
+    // Whatever node the report claims ran it, the home checks the claim against the
+    // link it came over.
+    assert_eq!(holder.as_deref(), Some("child:edge1"));
+}

@@ -210,7 +210,9 @@ impl Net {
                     }
                 }
                 HopOutput::Release { key, token } => host.released.push((key, token)),
-                HopOutput::Renew { serve, key, token } => {
+                HopOutput::Renew {
+                    serve, key, token, ..
+                } => {
                     host.renewed.push((key, token));
                     core.handle_renewed(now, serve, Ok(now + LEASE_MS));
                 }

@@ -209,6 +209,17 @@ pub enum CompleteError {
         /// Token of the current claim, if any.
         current: Option<u64>,
     },
+    /// A report about a claim came from another holder than the one it names (a node
+    /// the effect was not placed on).
+    #[error("effect {key}: reported by {holder}, but the claim is {claimed_by}'s")]
+    NotTheHolder {
+        /// Effect key.
+        key: String,
+        /// Who reported.
+        holder: String,
+        /// Who holds the claim.
+        claimed_by: String,
+    },
 }
 
 /// Why a store could not be opened as a job path.
@@ -1567,6 +1578,27 @@ impl JobPath {
         self.ready.push_back(key.to_owned());
         self.notices.push(Notice::EffectReady);
         Ok(())
+    }
+
+    /// Whether `holder` holds the claim of `key` under `token`: a report from another
+    /// node (renew, complete) must come from the one the effect was placed on.
+    pub fn check_holder(&self, key: &str, token: u64, holder: &str) -> Result<(), CompleteError> {
+        let Some(record) = self.effects.get(key) else {
+            return Err(CompleteError::NotInFlight(key.to_owned()));
+        };
+        match &record.claim {
+            Some(claim) if claim.token == token && claim.holder == holder => Ok(()),
+            Some(claim) if claim.token == token => Err(CompleteError::NotTheHolder {
+                key: key.to_owned(),
+                holder: holder.to_owned(),
+                claimed_by: claim.holder.clone(),
+            }),
+            other => Err(CompleteError::StaleToken {
+                key: key.to_owned(),
+                token,
+                current: other.as_ref().map(|c| c.token),
+            }),
+        }
     }
 
     /// Extends the lease of a claimed effect. Refused for a stale token.

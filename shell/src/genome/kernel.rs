@@ -22,7 +22,7 @@ use super::places::PlacesMsg;
 use super::{Genome, now_ms};
 use palm_actors::bt::Outcome;
 use palm_actors::host::HomeHost;
-use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
+use palm_actors::path::{ClaimedEffect, CompleteError, JobPath, JobPathConfig, Notice};
 use palm_actors::store::{Store, WriteBatch};
 use palm_api::protocol::{Request, Response};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -52,6 +52,9 @@ pub enum KernelMsg {
         outcome: Outcome,
         /// The node that ran it, when not this one (a child it was placed on).
         node: Option<String>,
+        /// For a report from another node: the holder it came from, which must be the
+        /// claim's (`child:NAME`); `None` from this node's own seats.
+        from: Option<String>,
         /// Answered once durable.
         reply: RpcReplyPort<Result<(), String>>,
     },
@@ -81,6 +84,8 @@ pub enum KernelMsg {
         key: String,
         /// Fencing token.
         token: u64,
+        /// For a renewal from another node: the holder it came from (see `Complete`).
+        from: Option<String>,
         /// The new expiry, or why not.
         reply: RpcReplyPort<Result<u64, String>>,
     },
@@ -250,35 +255,47 @@ impl Actor for Kernel {
                 token,
                 outcome,
                 node,
+                from,
                 reply,
             } => {
                 let node = Some(node.unwrap_or_else(|| state.genome.info.name.clone()));
-                state.host.complete(
-                    &mut state.desk.path,
-                    now,
-                    &key,
-                    token,
-                    outcome,
-                    node,
-                    |result| {
-                        let result = result.map(|_| ()).map_err(|err| err.to_string());
-                        Box::new(move || {
-                            let _ = reply.send(result);
-                        })
-                    },
-                );
+                let path = &mut state.desk.path;
+                let reply = |result: Result<_, CompleteError>| -> Deferred {
+                    let result = result.map(|_| ()).map_err(|err| err.to_string());
+                    Box::new(move || {
+                        let _ = reply.send(result);
+                    })
+                };
+                match from {
+                    Some(holder) => state
+                        .host
+                        .complete_from(path, now, &key, token, outcome, node, &holder, reply),
+                    None => state
+                        .host
+                        .complete(path, now, &key, token, outcome, node, reply),
+                }
             }
-            KernelMsg::Renew { key, token, reply } => {
+            KernelMsg::Renew {
+                key,
+                token,
+                from,
+                reply,
+            } => {
                 // Answered after the commit: a holder on another node must never believe
                 // in a lease that a crash of this node could take back.
-                state
-                    .host
-                    .renew(&mut state.desk.path, now, &key, token, |result| {
-                        let result = result.map_err(|e| e.to_string());
-                        Box::new(move || {
-                            let _ = reply.send(result);
-                        })
-                    });
+                let path = &mut state.desk.path;
+                let reply = |result: Result<u64, CompleteError>| -> Deferred {
+                    let result = result.map_err(|e| e.to_string());
+                    Box::new(move || {
+                        let _ = reply.send(result);
+                    })
+                };
+                match from {
+                    Some(holder) => state
+                        .host
+                        .renew_from(path, now, &key, token, &holder, reply),
+                    None => state.host.renew(path, now, &key, token, reply),
+                }
             }
             KernelMsg::ClaimFor {
                 holder,

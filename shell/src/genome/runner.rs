@@ -65,6 +65,7 @@ impl EffectHost for KernelHost {
                     |reply| KernelMsg::Renew {
                         key: key.to_owned(),
                         token,
+                        from: None,
                         reply,
                     },
                     Some(Duration::from_secs(10)),
@@ -93,6 +94,7 @@ impl EffectHost for KernelHost {
                         token,
                         outcome,
                         node: None,
+                        from: None,
                         reply,
                     },
                     Some(Duration::from_secs(60)),
