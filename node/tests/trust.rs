@@ -1,0 +1,327 @@
+//! Trust end to end: a real root (`palm up --profile root`) and a rogue child that holds
+//! a valid certificate (it enrolled with a real token) but sends, over its link, what a
+//! child may not ask. Every such frame is refused and counted, the root's state does not
+//! change, and the link stays up. From the CLI, an edge's data directory cannot mint
+//! tokens.
+
+mod common;
+
+use common::{Client, Up, data_dir, eventually, palm};
+use palm_actors::bt::{EffectRequest, Outcome};
+use palm_actors::json::Json;
+use palm_actors::path::ClaimedEffect;
+use palm_node::wire::TreeMsg;
+use palm_topology::{Reply, Summary, TopoMsg, Toward};
+use palm_transport::{Hello, Inbound, LinkConfig, Role, endpoint, enroll, tls};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .expect("udp")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn vitality(data: &Path) -> Value {
+    Client::connect(data)
+        .expect("connect")
+        .ok(&json!({"op": "vitality"}))
+}
+
+fn child_link_up(root: &Path, peer: &str) -> bool {
+    vitality(root)["links"].as_array().is_some_and(|links| {
+        links
+            .iter()
+            .any(|l| l["direction"] == "child" && l["peer"] == peer && l["state"] == "up")
+    })
+}
+
+fn forward(id: u64, request: Value) -> TreeMsg {
+    TreeMsg::Topo(TopoMsg::Forward {
+        id,
+        toward: Toward::NewHome,
+        view_of: None,
+        request: Json(request),
+        hops: 0,
+        within_ms: 5_000,
+    })
+}
+
+/// The next topology message from the root that `pick` wants, within 10 s.
+async fn next<T>(
+    inbound: &mut mpsc::Receiver<Inbound<TreeMsg>>,
+    mut pick: impl FnMut(TopoMsg) -> Option<T>,
+) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let item = tokio::time::timeout_at(deadline, inbound.recv())
+            .await
+            .ok()??;
+        if let Inbound::Message(TreeMsg::Topo(msg)) = item
+            && let Some(found) = pick(msg)
+        {
+            return Some(found);
+        }
+    }
+}
+
+#[test]
+fn a_child_is_refused_everything_a_child_may_not_ask() {
+    let root_dir = data_dir();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let _root = Up::start(
+        root_dir.path(),
+        &[
+            "--profile",
+            "root",
+            "--listen",
+            &listen,
+            "--name",
+            "root",
+            "--seats",
+            "1",
+        ],
+    );
+    assert!(eventually(Duration::from_secs(10), || root_dir
+        .path()
+        .join("tree/ca.cert.der")
+        .is_file()));
+    let made = palm(
+        root_dir.path(),
+        &[
+            "token", "create", "--name", "rogue", "--role", "edge", "--json",
+        ],
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let token = made.json()["token"].as_str().expect("token").to_owned();
+    let book = root_dir.path().join("tree/trust.json");
+    let witness = root_dir.path().join("placed-up-ran");
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (answers, refusals_seen, book_before) = runtime.block_on(async {
+        let config = LinkConfig::default();
+        let (identity, _) = enroll(&listen, &token, &config).await.expect("enroll");
+        let client = tls::client_config(&identity, &config).expect("client config");
+        let hello = Hello {
+            name: "rogue".into(),
+            role: Role::Edge,
+            node_id: identity.node_id(),
+            software: "test".into(),
+        };
+        let (_endpoint, link, mut inbound) =
+            endpoint::dial::<TreeMsg>(&listen, client, &hello, &config)
+                .await
+                .expect("link to the root");
+        let tag = next(&mut inbound, |msg| match msg {
+            TopoMsg::Parent(info) => Some(info.tag),
+            _ => None,
+        })
+        .await
+        .expect("the root says who it is");
+        // The book as the enrollment left it (the token used, the child recorded).
+        let book_before = std::fs::read_to_string(&book).expect("trust book");
+        // Control requests only the root's own socket may issue.
+        let forbidden = [
+            json!({"op": "token_create", "name": "x", "role": "edge", "ttl_ms": 600_000}),
+            json!({"op": "token_revoke", "name": "rogue"}),
+            json!({"op": "places_add", "spec": {"name": "evil", "spawn": format!("touch {}", witness.display())}}),
+            json!({"op": "flows_add", "source": "name: evil\ntree: {succeed: {}}\n", "origin": "rogue"}),
+            json!({"op": "kv", "action": "put", "key": "evil", "value": 1}),
+        ];
+        for (i, request) in forbidden.iter().enumerate() {
+            link.send(forward(100 + i as u64, request.clone()))
+                .await
+                .expect("send");
+        }
+        let mut answers = Vec::new();
+        for _ in 0..forbidden.len() {
+            let answer = next(&mut inbound, |msg| match msg {
+                TopoMsg::Answer { id, reply } => Some((id, reply)),
+                _ => None,
+            })
+            .await
+            .expect("an answer to each forbidden request");
+            answers.push(answer);
+        }
+        // Work sent up (with shell text), a summary posing as a sibling, a completion
+        // with a made-up token: dropped or refused.
+        let effect = ClaimedEffect {
+            key: format!("{tag}-1/0/1"),
+            job: format!("{tag}-1"),
+            token: 1,
+            lease_until: u64::MAX,
+            request: EffectRequest::Run {
+                cmd: format!("touch {}", witness.display()),
+                cwd: None,
+                env: Vec::new(),
+                timeout_ms: None,
+                needs: Vec::new(),
+                place: None,
+            },
+        };
+        link.send(TreeMsg::Topo(TopoMsg::Place {
+            id: 200,
+            effect,
+            home: "rogue".into(),
+        }))
+        .await
+        .expect("send");
+        link.send(TreeMsg::Topo(TopoMsg::Summary(Summary {
+            name: "edge-2".into(),
+            role: "edge".into(),
+            tag: "e222".into(),
+            ..Summary::default()
+        })))
+        .await
+        .expect("send");
+        link.send(TreeMsg::Topo(TopoMsg::Complete {
+            id: 300,
+            key: format!("{tag}-1/0/1"),
+            token: 7,
+            outcome: Outcome::Call {
+                ok: true,
+                value: Json(Value::Null),
+                error: None,
+            },
+            node: "rogue".into(),
+        }))
+        .await
+        .expect("send");
+        let completed = next(&mut inbound, |msg| match msg {
+            TopoMsg::Completed { id: 300, verdict } => Some(verdict),
+            _ => None,
+        })
+        .await
+        .expect("the completion is answered");
+        // The link is still up: a job request still gets its home's answer.
+        link.send(forward(400, json!({"op": "jobs"}))).await.expect("send");
+        let jobs = next(&mut inbound, |msg| match msg {
+            TopoMsg::Answer { id: 400, reply } => Some(reply),
+            _ => None,
+        })
+        .await
+        .expect("jobs answered");
+        assert!(matches!(&jobs, Reply::Home(Json(r)) if r["ok"] == true), "{jobs:?}");
+        (answers, completed, book_before)
+    });
+
+    for (id, reply) in &answers {
+        match reply {
+            Reply::Refused { at, reason } => {
+                assert_eq!(at, "root");
+                assert!(reason.contains("never crosses a link"), "#{id}: {reason}");
+            }
+            other => panic!("#{id} was not refused: {other:?}"),
+        }
+    }
+    assert!(
+        matches!(&refusals_seen, palm_topology::CompleteVerdict::Refused(_)),
+        "{refusals_seen:?}"
+    );
+    // Nothing changed at the root.
+    assert_eq!(
+        std::fs::read_to_string(&book).expect("trust book"),
+        book_before,
+        "tokens unchanged"
+    );
+    let mut client = Client::connect(root_dir.path()).expect("connect");
+    let flows = client.ok(&json!({"op": "flows_list"}));
+    assert!(!flows.to_string().contains("evil"), "{flows}");
+    let places = client.ok(&json!({"op": "places"}));
+    assert!(!places.to_string().contains("evil"), "{places}");
+    let kv = client
+        .call(&json!({"op": "kv", "action": "get", "key": "evil"}))
+        .expect("kv");
+    assert!(kv["result"]["value"].is_null(), "{kv}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !witness.exists(),
+        "no shell text from a child ran on the root"
+    );
+    assert!(
+        !vitality(root_dir.path())["tree"]
+            .to_string()
+            .contains("e222")
+    );
+    // Every refusal is counted with the peer's name, and the link stayed up.
+    let refused = vitality(root_dir.path())["refused"].clone();
+    assert!(refused["count"].as_u64() >= Some(7), "{refused}");
+    let kinds: Vec<&str> = refused["latest"]
+        .as_array()
+        .expect("latest")
+        .iter()
+        .filter(|r| r["peer"] == "rogue")
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    for kind in ["forward", "place", "summary"] {
+        assert!(kinds.contains(&kind), "{kind} refused: {refused}");
+    }
+    assert!(child_link_up(root_dir.path(), "rogue"), "the link stays up");
+    let human = palm(root_dir.path(), &["vitality"]);
+    assert!(human.stdout.contains("refused"), "{}", human.stdout);
+}
+
+#[test]
+fn an_edge_cannot_mint_tokens_from_the_cli() {
+    let root_dir = data_dir();
+    let edge_dir = data_dir();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let _root = Up::start(
+        root_dir.path(),
+        &[
+            "--profile",
+            "root",
+            "--listen",
+            &listen,
+            "--name",
+            "root",
+            "--seats",
+            "1",
+        ],
+    );
+    assert!(eventually(Duration::from_secs(10), || root_dir
+        .path()
+        .join("tree/ca.cert.der")
+        .is_file()));
+    let made = palm(
+        root_dir.path(),
+        &[
+            "token", "create", "--name", "edge-1", "--role", "edge", "--json",
+        ],
+    );
+    let token = made.json()["token"].as_str().expect("token").to_owned();
+    let _edge = Up::start(
+        edge_dir.path(),
+        &[
+            "--profile",
+            "edge",
+            "--parent",
+            &listen,
+            "--token",
+            &token,
+            "--name",
+            "edge-1",
+        ],
+    );
+    assert!(eventually(Duration::from_secs(10), || child_link_up(
+        root_dir.path(),
+        "edge-1"
+    )));
+    let book = root_dir.path().join("tree/trust.json");
+    let before = std::fs::read(&book).expect("trust book");
+    let ran = palm(
+        edge_dir.path(),
+        &["token", "create", "--name", "x", "--role", "edge"],
+    );
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stderr.contains("root"),
+        "a clear message: {}",
+        ran.stderr
+    );
+    assert_eq!(std::fs::read(&book).expect("trust book"), before);
+}
