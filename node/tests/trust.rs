@@ -325,3 +325,143 @@ fn an_edge_cannot_mint_tokens_from_the_cli() {
     );
     assert_eq!(std::fs::read(&book).expect("trust book"), before);
 }
+
+/// Frames shaped like `TreeMsg` by a hostile child: a summary laid out as a chain far
+/// deeper than any tree, and a frame ten times the root's frame bound.
+/// (Laid out like `TreeMsg` and `TopoMsg` up to the variants used, so the root reads
+/// them as its own and the root's first frame, `Parent`, reads back here.)
+mod crafted {
+    use palm_topology::{FlatSummary, ParentInfo};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    pub enum Tree {
+        Probe { at_ms: u64 },
+        Topo(Topo),
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub enum Topo {
+        Summary(FlatSummary),
+        Parent(ParentInfo),
+    }
+}
+
+#[test]
+fn a_crafted_frame_closes_only_its_own_link() {
+    let root_dir = data_dir();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let _root = Up::start(
+        root_dir.path(),
+        &[
+            "--profile",
+            "root",
+            "--listen",
+            &listen,
+            "--name",
+            "root",
+            "--seats",
+            "1",
+        ],
+    );
+    assert!(eventually(Duration::from_secs(10), || root_dir
+        .path()
+        .join("tree/ca.cert.der")
+        .is_file()));
+    let token = |name: &str| {
+        let made = palm(
+            root_dir.path(),
+            &[
+                "token", "create", "--name", name, "--role", "edge", "--json",
+            ],
+        );
+        made.json()["token"].as_str().expect("token").to_owned()
+    };
+    let (deep, huge, good) = (token("deep"), token("huge"), token("good"));
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        // The sender's own bound is raised so the oversized frame leaves it.
+        let config = LinkConfig {
+            frame_len_max: 32 << 20,
+            ..LinkConfig::default()
+        };
+        let link_as = |name: &'static str, token: String| {
+            let config = config.clone();
+            let listen = listen.clone();
+            async move {
+                let (identity, _) = enroll(&listen, &token, &config).await.expect("enroll");
+                let client = tls::client_config(&identity, &config).expect("client");
+                let hello = Hello {
+                    name: name.into(),
+                    role: Role::Edge,
+                    node_id: identity.node_id(),
+                    software: "test".into(),
+                };
+                endpoint::dial::<crafted::Tree>(&listen, client, &hello, &config)
+                    .await
+                    .expect("link")
+            }
+        };
+        let (_e1, good_link, _good_in) = link_as("good", good).await;
+        let (_e2, deep_link, mut deep_in) = link_as("deep", deep).await;
+        let (_e3, huge_link, mut huge_in) = link_as("huge", huge).await;
+        let node = |parent: Option<u32>, name: String| palm_topology::SummaryNode {
+            parent,
+            name,
+            role: "edge".into(),
+            tag: "dddd".into(),
+            ready: vec![],
+            seats: 1,
+            busy: 0,
+            at_ms: 0,
+        };
+        let chain = (0..50_000u32)
+            .map(|i| {
+                node(
+                    i.checked_sub(1),
+                    if i == 0 {
+                        "deep".into()
+                    } else {
+                        format!("n{i}")
+                    },
+                )
+            })
+            .collect();
+        deep_link
+            .send(crafted::Tree::Topo(crafted::Topo::Summary(
+                palm_topology::FlatSummary { nodes: chain },
+            )))
+            .await
+            .expect("sent");
+        let padding = vec![node(None, "x".repeat(10 << 20))];
+        huge_link
+            .send(crafted::Tree::Topo(crafted::Topo::Summary(
+                palm_topology::FlatSummary { nodes: padding },
+            )))
+            .await
+            .expect("sent");
+        // Both links are closed by the root: their inbound queues end.
+        for inbound in [&mut deep_in, &mut huge_in] {
+            let ended = tokio::time::timeout(Duration::from_secs(10), async {
+                while inbound.recv().await.is_some() {}
+            })
+            .await;
+            assert!(ended.is_ok(), "the root closed the link");
+        }
+        // The other child's link never noticed.
+        assert!(
+            child_link_up(root_dir.path(), "good"),
+            "{}",
+            vitality(root_dir.path())["links"]
+        );
+        assert!(!child_link_up(root_dir.path(), "deep"));
+        assert!(!child_link_up(root_dir.path(), "huge"));
+        drop(good_link);
+    });
+    // The root records why, and still serves its socket and its other child.
+    let v = vitality(root_dir.path());
+    let events = v["link_events"].to_string();
+    assert!(events.contains("protocol violation from deep"), "{events}");
+    assert!(events.contains("huge"), "{events}");
+    assert!(v["node"] == "root", "{v}");
+}

@@ -32,7 +32,10 @@ pub use hop::{
     CHILD_HOLDER_PREFIX, Direction, HopConfig, HopCore, HopEvent, HopOutput, LocalFacts,
     RouteRequest, Routed, child_holder, job_of_key,
 };
-pub use msg::{CompleteVerdict, ParentInfo, RenewVerdict, Reply, Summary, TopoMsg, Toward};
+pub use msg::{
+    CompleteVerdict, FlatSummary, ParentInfo, RenewVerdict, Reply, SUMMARY_NODES_MAX, Summary,
+    SummaryNode, TopoMsg, Toward,
+};
 
 use palm_actors::json::Json;
 use serde_json::{Value, json};

@@ -15,8 +15,17 @@ use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
 use serde::{Deserialize, Serialize};
 
+/// Bound on the nodes one summary describes (the sender and its whole subtree).
+pub const SUMMARY_NODES_MAX: usize = 4_096;
+
 /// What a node and its subtree offer, sent by a child to its parent.
+///
+/// A tree in memory, but flat on the wire ([`FlatSummary`]: a list with parent
+/// indices), so decoding a frame never recurses: a crafted deep subtree cannot overflow
+/// the stack. Decoding checks the bounds — at most [`SUMMARY_NODES_MAX`] nodes, at most
+/// [`crate::HOPS_MAX`] levels — and fails the frame (closing that link) past them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "FlatSummary", try_from = "FlatSummary")]
 pub struct Summary {
     /// Node name.
     pub name: String,
@@ -34,6 +43,129 @@ pub struct Summary {
     pub subtree: Vec<Summary>,
     /// When the summary was made (ms since the epoch, the child's clock).
     pub at_ms: u64,
+}
+
+/// One node of a [`FlatSummary`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryNode {
+    /// Index of its parent in the list; `None` for the sender (the first node only).
+    pub parent: Option<u32>,
+    /// Node name.
+    pub name: String,
+    /// Role.
+    pub role: String,
+    /// Store tag.
+    pub tag: String,
+    /// Needs ready there now.
+    pub ready: Vec<String>,
+    /// Seats.
+    pub seats: u32,
+    /// Seats busy.
+    pub busy: u32,
+    /// When its summary was made (ms, its clock).
+    pub at_ms: u64,
+}
+
+/// A [`Summary`] as it travels: its nodes in preorder, each naming its parent's index
+/// (always an earlier one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlatSummary {
+    /// The sender first, then its subtree in preorder.
+    pub nodes: Vec<SummaryNode>,
+}
+
+impl From<Summary> for FlatSummary {
+    fn from(summary: Summary) -> FlatSummary {
+        let mut nodes = Vec::new();
+        // Preorder with an explicit stack: children are pushed in reverse so they come
+        // out in order.
+        let mut stack = vec![(None, summary)];
+        while let Some((parent, node)) = stack.pop() {
+            let at = nodes.len() as u32;
+            let Summary {
+                name,
+                role,
+                tag,
+                ready,
+                seats,
+                busy,
+                subtree,
+                at_ms,
+            } = node;
+            nodes.push(SummaryNode {
+                parent,
+                name,
+                role,
+                tag,
+                ready,
+                seats,
+                busy,
+                at_ms,
+            });
+            stack.extend(subtree.into_iter().rev().map(|child| (Some(at), child)));
+        }
+        FlatSummary { nodes }
+    }
+}
+
+impl TryFrom<FlatSummary> for Summary {
+    type Error = String;
+
+    fn try_from(flat: FlatSummary) -> Result<Summary, String> {
+        let count = flat.nodes.len();
+        if count == 0 {
+            return Err("a summary with no node".to_owned());
+        }
+        if count > SUMMARY_NODES_MAX {
+            return Err(format!(
+                "a summary of {count} nodes (at most {SUMMARY_NODES_MAX})"
+            ));
+        }
+        let mut depth = vec![0u32; count];
+        let mut built: Vec<Option<Summary>> = Vec::with_capacity(count);
+        let mut parents = Vec::with_capacity(count);
+        for (i, node) in flat.nodes.into_iter().enumerate() {
+            match (i, node.parent) {
+                (0, None) => {}
+                (0, Some(_)) => return Err("the summary's first node has a parent".to_owned()),
+                (_, Some(p)) if (p as usize) < i => {
+                    depth[i] = depth[p as usize] + 1;
+                    if depth[i] > crate::HOPS_MAX {
+                        return Err(format!("a summary deeper than {} levels", crate::HOPS_MAX));
+                    }
+                }
+                (_, parent) => {
+                    return Err(format!(
+                        "summary node {i} names parent {parent:?}, not an earlier node"
+                    ));
+                }
+            }
+            parents.push(node.parent);
+            built.push(Some(Summary {
+                name: node.name,
+                role: node.role,
+                tag: node.tag,
+                ready: node.ready,
+                seats: node.seats,
+                busy: node.busy,
+                subtree: Vec::new(),
+                at_ms: node.at_ms,
+            }));
+        }
+        // Children come after their parent: attach from the last, each one complete by
+        // the time it moves (its own children, later still, already attached).
+        for i in (1..count).rev() {
+            let mut node = built[i].take().expect("each node moves once");
+            node.subtree.reverse();
+            let parent = parents[i].expect("checked above") as usize;
+            if let Some(parent) = built[parent].as_mut() {
+                parent.subtree.push(node);
+            }
+        }
+        let mut root = built[0].take().expect("the first node");
+        root.subtree.reverse();
+        Ok(root)
+    }
 }
 
 impl Summary {

@@ -400,3 +400,63 @@ fn a_report_at_home_names_the_child_it_came_from_as_the_holder() {
     // link it came over.
     assert_eq!(holder.as_deref(), Some("child:edge1"));
 }
+
+#[test]
+fn a_summary_travels_flat_and_comes_back_the_same_tree() {
+    let deep = summary(
+        "realm",
+        "rrrr",
+        &["cpu"],
+        4,
+        1,
+        vec![
+            summary("edge1", "e111", &["cpu"], 2, 0, vec![]),
+            summary(
+                "realm2",
+                "r222",
+                &[],
+                1,
+                0,
+                vec![summary("edge3", "e333", &["blue"], 1, 1, vec![])],
+            ),
+        ],
+    );
+    let flat = FlatSummary::from(deep.clone());
+    let parents: Vec<Option<u32>> = flat.nodes.iter().map(|n| n.parent).collect();
+    assert_eq!(parents, vec![None, Some(0), Some(0), Some(2)], "preorder");
+    let bytes = postcard::to_allocvec(&TopoMsg::Summary(deep.clone())).expect("encode");
+    let back: TopoMsg = postcard::from_bytes(&bytes).expect("decode");
+    assert_eq!(back, TopoMsg::Summary(deep));
+}
+
+#[test]
+fn a_crafted_summary_fails_to_decode_instead_of_recursing() {
+    let node = |parent: Option<u32>| SummaryNode {
+        parent,
+        name: "n".into(),
+        role: "edge".into(),
+        tag: "t".into(),
+        ready: vec![],
+        seats: 1,
+        busy: 0,
+        at_ms: 0,
+    };
+    let decode = |nodes: Vec<SummaryNode>| {
+        let bytes = postcard::to_allocvec(&FlatSummary { nodes }).expect("encode");
+        postcard::from_bytes::<Summary>(&bytes)
+    };
+    // A chain a hundred thousand deep: refused at the depth bound, no stack used.
+    let chain: Vec<SummaryNode> = (0..100_000u32).map(|i| node(i.checked_sub(1))).collect();
+    assert!(decode(chain).is_err());
+    // Too many nodes, a parent that is not an earlier node, a second root, nothing.
+    let wide: Vec<SummaryNode> = (0..=SUMMARY_NODES_MAX as u32)
+        .map(|i| node((i > 0).then_some(0)))
+        .collect();
+    assert!(decode(wide).is_err());
+    assert!(decode(vec![node(None), node(Some(1))]).is_err());
+    assert!(decode(vec![node(None), node(None)]).is_err());
+    assert!(decode(vec![]).is_err());
+    // Within the bounds it decodes.
+    let ok: Vec<SummaryNode> = (0..=HOPS_MAX).map(|i| node(i.checked_sub(1))).collect();
+    assert_eq!(decode(ok).expect("decodes").size(), HOPS_MAX as usize + 1);
+}
