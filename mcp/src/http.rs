@@ -28,6 +28,10 @@ use tokio_util::sync::CancellationToken;
 /// HTTP connections served at once; more are closed at accept.
 pub const HTTP_CONNECTIONS_MAX: usize = 64;
 
+/// A connection that sends no whole request head for this long — idle between
+/// requests, or trickling one — is closed (ms).
+pub const HEADER_READ_MS: u64 = 10_000;
+
 /// Random bytes in a generated token (hex-encoded: twice as many characters).
 pub const TOKEN_BYTES: usize = 32;
 
@@ -222,6 +226,8 @@ pub async fn serve(
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             if let Err(err) = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_millis(HEADER_READ_MS))
                 .serve_connection(io, handle)
                 .await
             {

@@ -460,6 +460,28 @@ fn streamable_http_needs_the_bearer_token() {
     );
     assert!(body.contains("\"name\":\"palm\""), "{body}");
 
+    // A connection that never finishes its request head is closed, not held.
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    silent
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127")
+        .expect("write");
+    silent
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let closed = silent.read_to_end(&mut rest);
+    assert!(
+        closed.is_ok(),
+        "closed by the server, not by our timeout: {closed:?}"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(palm_mcp::http::HEADER_READ_MS - 1_000)
+            && waited < Duration::from_secs(25),
+        "closed after {waited:?}"
+    );
+
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

@@ -1,8 +1,10 @@
 //! The control socket server: `DIR/palm.sock`, newline-delimited JSON.
 //!
 //! Bounded on every axis a client could abuse: connections (a semaphore), line length
-//! ([`REQUEST_BYTES_MAX`]), and requests in flight per connection (one: answers come back
-//! in order). A malformed line gets an error response, never a crash.
+//! ([`REQUEST_BYTES_MAX`]), requests in flight per connection (one: answers come back
+//! in order), and time: a connection that sends no whole request for
+//! [`CONNECTION_IDLE_MS`] is closed, so idle or trickling clients cannot hold the
+//! connection slots. A malformed line gets an error response, never a crash.
 
 use super::dispatch;
 use super::protocol::{ErrorBody, REQUEST_BYTES_MAX, Request, Response};
@@ -17,6 +19,11 @@ use tracing::{debug, info, warn};
 
 /// Concurrent connections served.
 pub const CONNECTIONS_MAX: usize = 256;
+
+/// A connection that sends no whole request line for this long is closed (ms). The
+/// clients (CLI, MCP) connect per call; a request being answered (a long `wait`) is not
+/// idle.
+pub const CONNECTION_IDLE_MS: u64 = 5 * 60 * 1000;
 
 /// Unix socket paths are limited (108 bytes on Linux, including the terminator).
 pub const SOCKET_PATH_MAX: usize = 107;
@@ -119,12 +126,10 @@ async fn serve(stream: UnixStream, genome: Arc<Genome>) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let limit = REQUEST_BYTES_MAX as u64 + 1;
-        let read = (&mut reader).take(limit).read_until(b'\n', &mut line).await;
-        let response = match read {
+        let response = match read_request(&mut reader, &mut line).await {
             Ok(0) => return,
             Err(err) => {
-                debug!(%err, "control connection read failed");
+                debug!(%err, "control connection closed");
                 return;
             }
             Ok(_) if line.len() > REQUEST_BYTES_MAX => {
@@ -149,6 +154,23 @@ async fn serve(stream: UnixStream, genome: Arc<Genome>) {
     }
 }
 
+/// Reads one request line (at most one byte past the bound, so an oversized line is
+/// seen), giving up after [`CONNECTION_IDLE_MS`].
+async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let limit = REQUEST_BYTES_MAX as u64 + 1;
+    let idle = std::time::Duration::from_millis(CONNECTION_IDLE_MS);
+    match tokio::time::timeout(idle, reader.take(limit).read_until(b'\n', line)).await {
+        Ok(read) => read,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no whole request within {CONNECTION_IDLE_MS} ms"),
+        )),
+    }
+}
+
 async fn write(
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     response: &Response,
@@ -156,4 +178,38 @@ async fn write(
     let mut bytes = serde_json::to_vec(response).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     writer.write_all(&bytes).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_or_trickling_connection_is_closed() {
+        let (client, server) = UnixStream::pair().expect("pair");
+        let mut reader = BufReader::new(server);
+        let mut line = Vec::new();
+        // Half a request, then nothing: the read gives up when the idle bound passes.
+        let (_read, mut write) = client.into_split();
+        write.write_all(b"{\"op\": \"pi").await.expect("write");
+        let started = tokio::time::Instant::now();
+        let err = read_request(&mut reader, &mut line).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed().as_millis() as u64, CONNECTION_IDLE_MS);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_request_is_read_before_the_bound() {
+        let (client, server) = UnixStream::pair().expect("pair");
+        let mut reader = BufReader::new(server);
+        let mut line = Vec::new();
+        let (_read, mut write) = client.into_split();
+        write
+            .write_all(b"{\"op\": \"ping\"}\n")
+            .await
+            .expect("write");
+        let read = read_request(&mut reader, &mut line).await.expect("read");
+        assert_eq!(read, line.len());
+        assert_eq!(line, b"{\"op\": \"ping\"}\n");
+    }
 }
