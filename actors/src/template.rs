@@ -50,7 +50,23 @@ fn environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
     env.set_fuel(Some(TEMPLATE_FUEL_MAX));
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    // A map or a list prints as JSON (`{"v":3}`), which a command or a provider can
+    // parse, rather than minijinja's debug-like form.
+    env.set_formatter(|out, state, value| match json_text(value) {
+        Some(text) => out.write_str(&text).map_err(minijinja::Error::from),
+        None => minijinja::escape_formatter(out, state, value),
+    });
     env
+}
+
+/// The JSON text of a map or a list; `None` for anything else.
+fn json_text(value: &Value) -> Option<String> {
+    matches!(
+        value.kind(),
+        minijinja::value::ValueKind::Map | minijinja::value::ValueKind::Seq
+    )
+    .then(|| serde_json::to_string(value).ok())
+    .flatten()
 }
 
 static ENV: LazyLock<Environment<'static>> = LazyLock::new(environment);
@@ -325,7 +341,7 @@ fn value_to_text(value: &Value) -> Result<String, TemplateError> {
     }
     match value.as_str() {
         Some(text) => Ok(text.to_owned()),
-        None => Ok(value.to_string()),
+        None => Ok(json_text(value).unwrap_or_else(|| value.to_string())),
     }
 }
 
@@ -432,6 +448,17 @@ mod tests {
         let t = Template::compile("hello {{ input.who }} #{{ item }}").unwrap();
         assert_eq!(t.render_string(&scope()).unwrap(), "hello world #7");
         assert_eq!(t.render_value(&scope()).unwrap(), json!("hello world #7"));
+    }
+
+    #[test]
+    fn maps_and_lists_print_as_json() {
+        let mixed = Template::compile("data={{ state.echoed }} items={{ input.items }}").unwrap();
+        assert_eq!(
+            mixed.render_string(&scope()).unwrap(),
+            r#"data={"exit_code":0} items=[1,2,3]"#
+        );
+        let alone = Template::compile("{{ state.echoed }}").unwrap();
+        assert_eq!(alone.render_string(&scope()).unwrap(), r#"{"exit_code":0}"#);
     }
 
     #[test]

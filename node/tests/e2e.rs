@@ -499,3 +499,16 @@ fn doctor_version_and_vitality_without_a_node() {
     assert_eq!(vitality["running"], false);
     assert_eq!(vitality["jobs"]["by_status"]["succeeded"], 1);
 }
+
+#[test]
+fn offline_vitality_of_a_fresh_directory_says_there_is_no_store_yet() {
+    let data = data_dir();
+    let ran = palm(data.path(), &["vitality", "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let store = ran.json()["store"].as_str().unwrap_or_default().to_owned();
+    assert!(store.starts_with("none yet ("), "{store}");
+    assert!(
+        !data.path().join("palm.redb").exists(),
+        "a read creates nothing"
+    );
+}

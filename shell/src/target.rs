@@ -103,7 +103,8 @@ impl Target {
         }
         if access == Access::Read && !store_path(data).exists() {
             // Nothing stored yet: answer from an empty store, without creating anything.
-            let store: Arc<dyn Store> = Arc::new(MemoryStore::durable());
+            let label = format!("none yet ({} does not exist)", store_path(data).display());
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::standing_in_for(label));
             return Ok(Target::Store {
                 desk: Box::new(open_desk(store, data)?),
                 writes: false,

@@ -169,7 +169,9 @@ impl InterestSpec {
             }
             Trigger::Schedule { when, .. } => match when {
                 When::Every(ms) => format!("every {}", crate::place::human_ms(*ms)),
-                When::Cron(cron, offset) => format!("cron `{}` at UTC{offset:+}min", cron.source()),
+                When::Cron(cron, offset) => {
+                    format!("cron `{}` at {}", cron.source(), offset_text(*offset))
+                }
             },
             Trigger::Event { name } => format!("event `{name}`"),
         };
@@ -834,3 +836,23 @@ fn matches(trigger: &Trigger, happening: &Happening) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// A fixed offset as people write it: `UTC`, `UTC+02:00`, `UTC-05:30`.
+fn offset_text(minutes: i32) -> String {
+    if minutes == 0 {
+        return "UTC".to_owned();
+    }
+    let sign = if minutes < 0 { '-' } else { '+' };
+    let minutes = minutes.unsigned_abs();
+    format!("UTC{sign}{:02}:{:02}", minutes / 60, minutes % 60)
+}
+
+#[cfg(test)]
+mod offset_tests {
+    #[test]
+    fn offsets_read_as_people_write_them() {
+        assert_eq!(super::offset_text(0), "UTC");
+        assert_eq!(super::offset_text(120), "UTC+02:00");
+        assert_eq!(super::offset_text(-330), "UTC-05:30");
+    }
+}

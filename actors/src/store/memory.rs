@@ -25,6 +25,8 @@ pub struct MemoryStore {
     state: Mutex<State>,
     /// When set, every commit is immediately durable (no crash can lose it).
     auto_flush: bool,
+    /// What `describe` says, when it stands in for a store that does not exist yet.
+    label: Option<String>,
 }
 
 fn apply(tables: &mut Tables, batch: &WriteBatch) {
@@ -52,6 +54,15 @@ impl MemoryStore {
         MemoryStore {
             auto_flush: true,
             ..MemoryStore::default()
+        }
+    }
+
+    /// An empty store standing in for one that does not exist yet (an offline read of a
+    /// fresh data directory); `describe` says `label`.
+    pub fn standing_in_for(label: String) -> MemoryStore {
+        MemoryStore {
+            label: Some(label),
+            ..MemoryStore::durable()
         }
     }
 
@@ -147,7 +158,7 @@ impl Store for MemoryStore {
     }
 
     fn describe(&self) -> String {
-        "memory".to_owned()
+        self.label.clone().unwrap_or_else(|| "memory".to_owned())
     }
 }
 
