@@ -368,6 +368,8 @@ pub enum TokenCommand {
         /// The child's name.
         name: String,
     },
+    /// Tokens (live, used, expired, revoked; never their secrets) and enrolled children.
+    List,
 }
 
 /// `palm bench ...`.

@@ -1,6 +1,7 @@
 //! `palm token create|revoke`: over the control socket to the running root (a
 //! revocation closes the child's link at once), else offline on the root's data
-//! directory under its lock. The decisions are `palm_node::tokens`'.
+//! directory under its lock. The decisions are `palm_node::tokens`'. `palm token list`
+//! reads the trust book (written atomically), running root or not.
 
 use crate::cli::TokenCommand;
 use crate::control::server::socket_path;
@@ -41,6 +42,7 @@ fn ttl_ms(text: &str) -> Result<u64, CliError> {
 /// Runs `palm token ...`.
 pub async fn run(ctx: &Ctx, command: TokenCommand) -> CliResult {
     let request = match &command {
+        TokenCommand::List => return list(ctx),
         TokenCommand::Create { name, role, ttl } => Request::TokenCreate {
             // No name: the root picks one (`ROLE-xxxxxx`); the token carries it.
             name: name.clone().unwrap_or_default(),
@@ -72,6 +74,7 @@ pub async fn run(ctx: &Ctx, command: TokenCommand) -> CliResult {
                     result["role"].as_str().unwrap_or_default(),
                 );
             }
+            TokenCommand::List => {}
             TokenCommand::Revoke { .. } => println!(
                 "revoked {} ({} certificates, {} unused tokens, {} links closed)",
                 result["revoked"].as_str().unwrap_or_default(),
@@ -118,4 +121,83 @@ fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
         err
     })?;
     Ok(decided)
+}
+
+/// `palm token list`: the root's trust book, secrets left out.
+fn list(ctx: &Ctx) -> CliResult {
+    let files = palm_transport::pki::TreeFiles::new(&ctx.data);
+    if !files.has_ca() {
+        let body = not_a_root();
+        let mut err = CliError::usage(
+            &body.kind,
+            format!("{} has no tree CA: {}", ctx.data.display(), body.message),
+        );
+        err.hint = body.hint;
+        return Err(err);
+    }
+    let book = palm_transport::Authority::load_book(&files.path("trust.json"))
+        .map_err(|e| CliError::failure("tree", format!("cannot read the trust book: {e}")))?;
+    let now = crate::genome::now_ms();
+    let tokens: Vec<Value> = book
+        .tokens
+        .iter()
+        .map(|(id, token)| {
+            json!({
+                "id": id,
+                "name": token.name,
+                "role": token.role.as_str(),
+                "state": token.state(now).as_str(),
+                "created_at": token.created_ms,
+                "expires_at": token.expires_ms,
+                "used_at": token.used_ms,
+                "revoked_at": token.revoked_ms,
+            })
+        })
+        .collect();
+    let children: Vec<Value> = book
+        .children
+        .values()
+        .map(|child| {
+            json!({
+                "name": child.name,
+                "role": child.role.as_str(),
+                "node_id": child.node_id,
+                "enrolled_at": child.enrolled_ms,
+                "revoked_at": child.revoked_ms,
+                "under": child.parent,
+            })
+        })
+        .collect();
+    let result = json!({"tokens": tokens, "children": children});
+    if ctx.out.json {
+        ctx.out.json(&result);
+        return Ok(Code::Ok);
+    }
+    if tokens.is_empty() {
+        println!("no tokens");
+    }
+    for token in &tokens {
+        println!(
+            "token  {:<24} {:<6} {:<8} expires {}",
+            token["name"].as_str().unwrap_or_default(),
+            token["role"].as_str().unwrap_or_default(),
+            token["state"].as_str().unwrap_or_default(),
+            token["expires_at"],
+        );
+    }
+    for child in &children {
+        let state = if child["revoked_at"].is_null() {
+            "enrolled"
+        } else {
+            "revoked"
+        };
+        println!(
+            "child  {:<24} {:<6} {:<8} node {}",
+            child["name"].as_str().unwrap_or_default(),
+            child["role"].as_str().unwrap_or_default(),
+            state,
+            child["node_id"].as_str().unwrap_or_default(),
+        );
+    }
+    Ok(Code::Ok)
 }

@@ -324,6 +324,36 @@ fn an_edge_cannot_mint_tokens_from_the_cli() {
         ran.stderr
     );
     assert_eq!(std::fs::read(&book).expect("trust book"), before);
+
+    // The root lists its tokens and children, never a secret; an edge has none to list.
+    palm(
+        root_dir.path(),
+        &["token", "create", "--name", "edge-2", "--role", "edge"],
+    );
+    let listed = palm(root_dir.path(), &["token", "list", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let listing = listed.json();
+    let state_of = |name: &str| {
+        listing["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["state"].clone())
+    };
+    assert_eq!(state_of("edge-1"), Some(json!("used")), "{listing}");
+    assert_eq!(state_of("edge-2"), Some(json!("live")), "{listing}");
+    assert_eq!(listing["children"][0]["name"], "edge-1", "{listing}");
+    assert!(!listed.stdout.contains("secret"), "{}", listed.stdout);
+    assert!(!listed.stdout.contains(&token[6..20]), "no token text");
+    let human = palm(root_dir.path(), &["token", "list"]);
+    assert!(
+        human.stdout.contains("edge-2") && human.stdout.contains("live"),
+        "{}",
+        human.stdout
+    );
+    let from_edge = palm(edge_dir.path(), &["token", "list"]);
+    assert_eq!(from_edge.code, 2, "{}", from_edge.stderr);
 }
 
 /// Frames shaped like `TreeMsg` by a hostile child: a summary laid out as a chain far

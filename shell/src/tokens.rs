@@ -23,6 +23,8 @@ fn token_error(err: &TokenError) -> ErrorBody {
         TokenError::UnknownName(_) => ErrorBody::invalid("unknown_child", err.to_string())
             .hint("`palm vitality` lists the linked children"),
         TokenError::NameRevoked(_) => ErrorBody::invalid("revoked", err.to_string()),
+        TokenError::TooManyLive(_) => ErrorBody::failure("too_many_tokens", err.to_string())
+            .hint("`palm token list` shows them; `palm token revoke NAME` ends one"),
         _ => ErrorBody::invalid("invalid_input", err.to_string()),
     }
 }

@@ -40,7 +40,10 @@ pub use gate::{EnrollRequest, Gate};
 pub use link::{Direction, Inbound, Link, LinkError, PeerInfo, Responder};
 pub use pki::{Identity, Role, TreeCa};
 pub use relay::{ChildBook, RelayCarrier, RelayGate, RelayMsg};
-pub use token::{Authority, EnrollRefusal, JoinToken, RevocationList, TokenError, TrustBook};
+pub use token::{
+    Authority, EnrollRefusal, JoinToken, RevocationList, TokenError, TokenRecord, TokenState,
+    TrustBook,
+};
 
 /// The ALPN protocol id every Palm connection negotiates.
 pub const ALPN: &[u8] = b"palm/1";

@@ -28,6 +28,15 @@ pub const NAME_LEN_MAX: usize = 64;
 /// Longest token lifetime (30 days).
 pub const TOKEN_TTL_MS_MAX: u64 = 30 * 24 * 3600 * 1000;
 
+/// How long the root remembers a token that can no longer enroll (used, expired or
+/// revoked) after it stopped being usable, so a late attempt still hears why (ms):
+/// 7 days. Older records are pruned when a token is created.
+pub const TOKEN_RECORD_KEEP_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// Tokens that can still enroll, at most: a root asked for more refuses until some are
+/// used, expire or are revoked.
+pub const LIVE_TOKENS_MAX: usize = 10_000;
+
 /// Longest token text accepted (far above any real token; bounds the decode).
 const TOKEN_TEXT_LEN_MAX: usize = 1024;
 
@@ -72,6 +81,11 @@ pub enum TokenError {
     /// The trust book could not be written.
     #[error("cannot record the change: {0}")]
     Persist(String),
+    /// Too many tokens can still enroll.
+    #[error(
+        "{0} tokens can still enroll (at most {LIVE_TOKENS_MAX}); revoke or wait for some to expire"
+    )]
+    TooManyLive(usize),
 }
 
 /// Why an enrollment was refused. The child sees the message.
@@ -199,6 +213,65 @@ pub struct TokenRecord {
     /// When it was revoked, if it was.
     #[serde(default)]
     pub revoked_ms: Option<u64>,
+}
+
+/// Where a token stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenState {
+    /// It can still enroll its child.
+    Live,
+    /// It enrolled its child.
+    Used,
+    /// Its lifetime ended unused.
+    Expired,
+    /// It was revoked unused.
+    Revoked,
+}
+
+impl TokenState {
+    /// Its name in listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenState::Live => "live",
+            TokenState::Used => "used",
+            TokenState::Expired => "expired",
+            TokenState::Revoked => "revoked",
+        }
+    }
+}
+
+impl TokenRecord {
+    /// Where the token stands at `now_ms`.
+    pub fn state(&self, now_ms: u64) -> TokenState {
+        match (self.used_ms, self.revoked_ms) {
+            (Some(_), _) => TokenState::Used,
+            (None, Some(_)) => TokenState::Revoked,
+            (None, None) if now_ms >= self.expires_ms => TokenState::Expired,
+            (None, None) => TokenState::Live,
+        }
+    }
+
+    /// When it stopped being able to enroll, if it did.
+    fn ended_ms(&self, now_ms: u64) -> Option<u64> {
+        match self.state(now_ms) {
+            TokenState::Live => None,
+            TokenState::Used => self.used_ms,
+            TokenState::Revoked => self.revoked_ms,
+            TokenState::Expired => Some(self.expires_ms),
+        }
+    }
+}
+
+/// Drops the records of tokens that stopped being usable more than
+/// [`TOKEN_RECORD_KEEP_MS`] ago; returns how many.
+pub fn prune_tokens(book: &mut TrustBook, now_ms: u64) -> usize {
+    let before = book.tokens.len();
+    book.tokens.retain(|_, token| {
+        token
+            .ended_ms(now_ms)
+            .is_none_or(|ended| now_ms.saturating_sub(ended) <= TOKEN_RECORD_KEEP_MS)
+    });
+    before - book.tokens.len()
 }
 
 /// An enrolled child.
@@ -386,6 +459,15 @@ impl Authority {
             ca_fingerprint: self.ca.fingerprint(),
         };
         let mut next = book.clone();
+        prune_tokens(&mut next, now_ms);
+        let live = next
+            .tokens
+            .values()
+            .filter(|t| t.state(now_ms) == TokenState::Live)
+            .count();
+        if live >= LIVE_TOKENS_MAX {
+            return Err(TokenError::TooManyLive(live));
+        }
         next.tokens.insert(
             hex(&token.id),
             TokenRecord {
@@ -593,6 +675,38 @@ mod tests {
             JoinToken::decode("hello"),
             Err(TokenError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn dead_tokens_are_pruned_after_a_week_and_live_ones_never() {
+        let auth = authority();
+        let day = 24 * 3600 * 1000;
+        auth.create_token("old", Role::Edge, 60_000, 0)
+            .expect("token");
+        auth.create_token("live", Role::Edge, 20 * day, 0)
+            .expect("token");
+        assert_eq!(auth.book().tokens.len(), 2);
+        // Eight days later, `old` expired a week and a day ago: creating a token prunes it.
+        auth.create_token("new", Role::Edge, 60_000, 8 * day)
+            .expect("token");
+        let names: Vec<String> = auth
+            .book()
+            .tokens
+            .values()
+            .map(|t| t.name.clone())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains(&"live".to_owned()) && names.contains(&"new".to_owned()));
+        let states: Vec<&str> = auth
+            .book()
+            .tokens
+            .values()
+            .map(|t| t.state(8 * day + 60_001).as_str())
+            .collect();
+        assert!(
+            states.contains(&"live") && states.contains(&"expired"),
+            "{states:?}"
+        );
     }
 
     #[test]
