@@ -72,6 +72,22 @@ pub fn flow_arg(text: &str) -> Result<FlowArg, CliError> {
     })
 }
 
+/// `flow` at `revision` (`--revision N`): only a stored flow has revisions.
+pub fn at_revision(flow: FlowArg, revision: Option<u32>) -> Result<FlowArg, CliError> {
+    match (flow, revision) {
+        (flow, None) => Ok(flow),
+        (FlowArg::Stored { name, .. }, Some(revision)) => Ok(FlowArg::Stored {
+            name,
+            revision: Some(revision),
+        }),
+        (FlowArg::Source { origin, .. }, Some(_)) => Err(CliError::usage(
+            "invalid_input",
+            format!("a revision names a version of a stored flow; {origin} is a file"),
+        )
+        .with_hint("`palm flows show NAME` lists a stored flow's revisions")),
+    }
+}
+
 /// A response as a command's result: its value, or the error with its exit code.
 pub fn into_result(response: Response) -> Result<Value, CliError> {
     if response.ok {

@@ -789,13 +789,10 @@ async fn submit(
             )
             .hint(usage));
         }
-        (Some(text), None) => match palm_api::verbs::flow_arg(text)? {
-            FlowArg::Stored { name, .. } => FlowArg::Stored {
-                name,
-                revision: u64_arg(arguments, "revision").and_then(|r| u32::try_from(r).ok()),
-            },
-            source => source,
-        },
+        (Some(text), None) => palm_api::verbs::at_revision(
+            palm_api::verbs::flow_arg(text)?,
+            u64_arg(arguments, "revision").and_then(|r| u32::try_from(r).ok()),
+        )?,
         (None, Some(source)) => FlowArg::Source {
             source: source.to_owned(),
             origin: "<inline>".to_owned(),

@@ -100,6 +100,11 @@ pub enum Command {
     Token(TokenCommand),
     /// Check this machine and data directory for problems.
     Doctor,
+    /// Print a shell completion script (e.g. `palm completions bash > /etc/bash_completion.d/palm`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Print the version.
     Version {
         /// Build details too.
@@ -162,6 +167,9 @@ pub struct RunArgs {
     /// Stop waiting after this long (e.g. 30s, 5m); the job goes on.
     #[arg(long)]
     pub timeout: Option<String>,
+    /// Run this revision of a stored flow [default: its latest].
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u32>,
 }
 
 /// `palm submit`.
@@ -172,6 +180,9 @@ pub struct SubmitArgs {
     /// Input field, KEY=VALUE (repeatable).
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     pub inputs: Vec<String>,
+    /// Submit this revision of a stored flow [default: its latest].
+    #[arg(long, value_name = "N")]
+    pub revision: Option<u32>,
 }
 
 /// `palm continue`.

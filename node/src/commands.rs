@@ -75,6 +75,11 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
             Ok(Code::Ok)
         }
         Command::Doctor => crate::doctor::run(&ctx).await,
+        Command::Completions { shell } => {
+            let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "palm", &mut std::io::stdout());
+            Ok(Code::Ok)
+        }
         Command::Version { full } => version(&ctx, full),
         Command::Bench(BenchCommand::Jobs(args)) => crate::bench::jobs(&ctx, args).await,
         Command::Mcp(args) => palm_mcp::run(&ctx.data, ctx.out.json, args).await,
@@ -152,7 +157,7 @@ async fn precheck(ctx: &Ctx, request: Request) -> Result<Option<Value>, CliError
 }
 
 async fn run_flow(ctx: &Ctx, args: RunArgs) -> CliResult {
-    let flow = flow_arg(&args.flow)?;
+    let flow = palm_api::verbs::at_revision(flow_arg(&args.flow)?, args.revision)?;
     let timeout_ms = args
         .timeout
         .as_deref()
@@ -191,7 +196,7 @@ async fn run_flow(ctx: &Ctx, args: RunArgs) -> CliResult {
 }
 
 async fn submit(ctx: &Ctx, args: SubmitArgs) -> CliResult {
-    let flow = flow_arg(&args.flow)?;
+    let flow = palm_api::verbs::at_revision(flow_arg(&args.flow)?, args.revision)?;
     let mut target = Target::for_access(&ctx.data, Access::Write).await?;
     let offline = target.is_offline();
     let result = target

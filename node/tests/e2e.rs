@@ -512,3 +512,52 @@ fn offline_vitality_of_a_fresh_directory_says_there_is_no_store_yet() {
         "a read creates nothing"
     );
 }
+
+#[test]
+fn run_and_submit_choose_a_stored_revision() {
+    let data = data_dir();
+    let file = data.path().join("rev.yaml");
+    for v in [1, 2] {
+        std::fs::write(&file, format!("name: rev\ntree:\n  set: {{v: {v}}}\n")).unwrap();
+        let added = palm(data.path(), &["flows", "add", &file.display().to_string()]);
+        assert_eq!(added.code, 0, "{}", added.stderr);
+    }
+    let old = palm(data.path(), &["run", "rev", "--revision", "1", "--json"]).json();
+    assert_eq!(
+        (old["revision"].clone(), old["state"]["v"].clone()),
+        (json!(1), json!(1))
+    );
+    let latest = palm(data.path(), &["run", "rev", "--json"]).json();
+    assert_eq!(latest["state"]["v"], 2);
+    let submitted = palm(data.path(), &["submit", "rev", "--revision", "1", "--json"]).json();
+    let job = submitted["job"].as_str().expect("job").to_owned();
+    let status = palm(data.path(), &["status", &job, "--json"]).json();
+    assert_eq!(status["revision"], 1, "{status}");
+    let file_arg = file.display().to_string();
+    let refused = palm(data.path(), &["run", &file_arg, "--revision", "1"]);
+    assert_eq!(refused.code, 2);
+    assert!(refused.stderr.contains("is a file"), "{}", refused.stderr);
+}
+
+#[test]
+fn completions_are_scripts_the_shell_accepts() {
+    let data = data_dir();
+    let ran = palm(data.path(), &["completions", "bash"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    for word in ["submit", "continue", "token", "--revision"] {
+        assert!(ran.stdout.contains(word), "{word} completes");
+    }
+    let script = data.path().join("palm.bash");
+    std::fs::write(&script, &ran.stdout).unwrap();
+    let checked = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .expect("bash");
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert_eq!(palm(data.path(), &["completions", "nope"]).code, 2);
+}
