@@ -1,0 +1,130 @@
+//! The store format, pinned. A fixed scenario (a job that ran an effect and succeeded, a
+//! job parked on a wait) is run through the job path on a memory store; every table's
+//! keys and values must equal `golden/<FORMAT>.txt` byte for byte, and that file, loaded
+//! into a fresh store, must open and read back as the same jobs.
+//!
+//! A change to how anything is stored fails here. If it is deliberate, bump
+//! `palm_actors::path::records::FORMAT` (with a migration or a refusal of the old format) and
+//! write the new version's file with `PALM_BLESS=1 cargo test -p palm-actors --test
+//! golden`; the old version's file stays, as the record of what older stores hold.
+
+mod support;
+
+use palm_actors::job::JobStatus;
+use palm_actors::path::records::FORMAT;
+use palm_actors::store::{MemoryStore, Store, Table, WriteBatch};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use support::Host;
+
+fn golden_path() -> PathBuf {
+    let name = FORMAT.replace('/', "-");
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{name}.txt"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Every table, one `TABLE KEY VALUE` line (hex) per entry, in key order.
+fn dump(store: &dyn Store) -> String {
+    let mut out = String::new();
+    for table in Table::ALL {
+        store
+            .scan(table, b"", None, &mut |key, value| {
+                let _ = writeln!(out, "{} {} {}", table.name(), hex(key), hex(value));
+                true
+            })
+            .expect("scan");
+    }
+    out
+}
+
+/// The flows of the scenario, fixed here (not the examples, which may be reworded).
+const HELLO: &str = "name: hello\ninput:\n  who: { type: string, default: world }\ntree:\n  sequence:\n    - run: { cmd: \"echo hello {{ input.who }}\", save: echoed }\n    - set: { greeting: \"{{ state.echoed.stdout | trim }}\" }\n";
+const APPROVAL: &str = "name: approval\ntree:\n  sequence:\n    - run: { cmd: \"echo building\", save: build }\n    - wait:\n        key: approve\n        prompt: \"Ship the build?\"\n        schema: { type: object, required: [ok], properties: { ok: { type: boolean } } }\n    - run: { cmd: \"echo shipped\" }\n";
+
+/// The fixed scenario: returns (the succeeded job, the parked job).
+fn scenario(host: &mut Host) -> (String, String) {
+    let hello = host.submit_source(HELLO, json!({}));
+    let effect = host.claim().expect("hello's effect");
+    host.complete_run(&effect, 0, "hello world\n");
+    let approval = host.submit_source(APPROVAL, json!({}));
+    let build = host.claim().expect("approval's build");
+    host.complete_run(&build, 0, "building\n");
+    (hello.job, approval.job)
+}
+
+#[test]
+fn the_store_format_is_what_the_golden_file_says() {
+    let mut host = Host::new();
+    let (hello, approval) = scenario(&mut host);
+    assert_eq!(host.view(&hello).status, JobStatus::Succeeded);
+    assert_eq!(host.view(&approval).status, JobStatus::Waiting);
+    let written = dump(&*host.store);
+    let path = golden_path();
+    let golden = match std::fs::read_to_string(&path) {
+        Ok(golden) => golden,
+        Err(_) if std::env::var_os("PALM_BLESS").is_some() => {
+            std::fs::write(&path, &written).expect("write the golden file");
+            written.clone()
+        }
+        Err(err) => panic!(
+            "no golden file for store format {FORMAT} at {} ({err}): a new format needs one \
+             (PALM_BLESS=1 writes it)",
+            path.display()
+        ),
+    };
+    if written != golden {
+        let first = written
+            .lines()
+            .zip(golden.lines())
+            .find(|(w, g)| w != g)
+            .map(|(w, g)| format!("\n  now:    {w}\n  golden: {g}"))
+            .unwrap_or_else(|| "(one is a prefix of the other)".to_owned());
+        panic!(
+            "the store format changed without a version bump (FORMAT is still {FORMAT}); first difference:{first}"
+        );
+    }
+}
+
+#[test]
+fn a_store_in_the_golden_format_opens_and_reads_back() {
+    let golden = std::fs::read_to_string(golden_path()).expect("golden file");
+    let store = Arc::new(MemoryStore::durable());
+    let mut batch = WriteBatch::new();
+    for line in golden.lines() {
+        let mut parts = line.split(' ');
+        let (table, key, value) = (
+            parts.next().expect("table"),
+            parts.next().expect("key"),
+            parts.next().expect("value"),
+        );
+        let table = Table::ALL
+            .into_iter()
+            .find(|t| t.name() == table)
+            .unwrap_or_else(|| panic!("unknown table {table}"));
+        batch.put(table, unhex(key), unhex(value));
+    }
+    store.commit(&batch).expect("commit");
+    let mut host = Host::open(Arc::clone(&store), support::T0);
+    let mut fresh = Host::new();
+    let (hello, approval) = scenario(&mut fresh);
+    assert_eq!(host.view(&hello).status, JobStatus::Succeeded);
+    assert_eq!(host.view(&hello).state["greeting"], "hello world");
+    let parked = host.view(&approval);
+    assert_eq!(parked.status, JobStatus::Waiting);
+    assert_eq!(parked.state["build"]["stdout"], "building\n");
+}
