@@ -780,3 +780,18 @@ fn only_the_claims_holder_may_report_on_it() {
         .check_holder(&effect.key, effect.token, "child:edge-1")
         .expect("the holder itself");
 }
+
+/// Submitting inline sources A, B, A, B stores two revisions, not four: a text already
+/// stored runs as its revision.
+#[test]
+fn inline_sources_are_stored_once_per_text() {
+    let mut host = Host::new();
+    let a = "name: same\ntree:\n  set: {v: 1}\n";
+    let b = "name: same\ntree:\n  set: {v: 2}\n";
+    let mut revisions = Vec::new();
+    for source in [a, b, a, b, a] {
+        let submitted = host.submit_source(source, json!({}));
+        revisions.push(host.view(&submitted.job).revision);
+    }
+    assert_eq!(revisions, vec![1, 2, 1, 2, 1]);
+}

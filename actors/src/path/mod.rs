@@ -713,6 +713,13 @@ impl JobPath {
 
     // ----- definitions -----
 
+    /// The stored revision whose text is exactly `source`, if any.
+    fn stored_revision_of(&self, source: &str) -> Option<(String, u32)> {
+        let (name, revision) = self.by_source.get(&source_digest(source))?;
+        let stored = self.definitions.get(name)?.get(revision)?;
+        (stored.record.source == source).then(|| (name.clone(), *revision))
+    }
+
     /// Parses, validates and stores a definition as a new revision (or finds the identical
     /// latest one).
     pub fn add_definition(
@@ -1002,10 +1009,15 @@ impl JobPath {
             });
         }
         let (name, revision) = match request.flow {
-            FlowRef::Source { source, origin } => {
-                let added = self.add_definition(now, &source, &origin)?;
-                (added.name, Some(added.revision))
-            }
+            // A source already stored as any revision runs as that revision: resubmitting
+            // the same text (an agent's inline flow, again and again) adds nothing.
+            FlowRef::Source { source, origin } => match self.stored_revision_of(&source) {
+                Some((name, revision)) => (name, Some(revision)),
+                None => {
+                    let added = self.add_definition(now, &source, &origin)?;
+                    (added.name, Some(added.revision))
+                }
+            },
             FlowRef::Stored { name, revision } => (name, revision),
         };
         let stored = self.resolve_flow(&name, revision)?;
