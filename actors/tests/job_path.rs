@@ -768,9 +768,13 @@ fn only_the_claims_holder_may_report_on_it() {
         sibling.to_string().contains("reported by child:edge-2"),
         "{sibling}"
     );
+    // A wrong token is the fence's to refuse (in renew/complete), not this check's.
+    host.path
+        .check_holder(&effect.key, effect.token + 1, "child:edge-2")
+        .expect("not the current claim: left to the fence");
     let stale = host
         .path
-        .check_holder(&effect.key, effect.token + 1, "child:edge-1")
+        .renew(now, &effect.key, effect.token + 1)
         .unwrap_err();
     assert!(
         matches!(stale, CompleteError::StaleToken { .. }),
