@@ -227,58 +227,25 @@ impl<R> HomeHost<R> {
     }
 
     /// Extends a claim's lease; `reply` gets the new expiry (or the refusal) once it is
-    /// durable.
+    /// durable. `from`: for a renewal reported by another node, the holder it came from,
+    /// refused unless it holds the claim (`JobPath::check_holder`).
     pub fn renew(
         &mut self,
         path: &mut JobPath,
         now: u64,
         key: &str,
         token: u64,
+        from: Option<&str>,
         reply: impl FnOnce(Result<u64, CompleteError>) -> R,
     ) {
-        let result = path.renew(now, key, token);
+        let result = from
+            .map_or(Ok(()), |holder| path.check_holder(key, token, holder))
+            .and_then(|()| path.renew(now, key, token));
         self.after_durable(reply(result));
     }
 
-    /// [`HomeHost::renew`] for a report from another node: refused unless `holder` (the
-    /// node it came from) holds the claim.
-    pub fn renew_from(
-        &mut self,
-        path: &mut JobPath,
-        now: u64,
-        key: &str,
-        token: u64,
-        holder: &str,
-        reply: impl FnOnce(Result<u64, CompleteError>) -> R,
-    ) {
-        match path.check_holder(key, token, holder) {
-            Ok(()) => self.renew(path, now, key, token, reply),
-            Err(refused) => self.after_durable(reply(Err(refused))),
-        }
-    }
-
-    /// [`HomeHost::complete`] for a report from another node: refused unless `holder`
-    /// (the node it came from) holds the claim.
-    #[allow(clippy::too_many_arguments)]
-    pub fn complete_from(
-        &mut self,
-        path: &mut JobPath,
-        now: u64,
-        key: &str,
-        token: u64,
-        outcome: Outcome,
-        node: Option<String>,
-        holder: &str,
-        reply: impl FnOnce(Result<Completed, CompleteError>) -> R,
-    ) {
-        match path.check_holder(key, token, holder) {
-            Ok(()) => self.complete(path, now, key, token, outcome, node, reply),
-            Err(refused) => self.after_durable(reply(Err(refused))),
-        }
-    }
-
     /// Records an effect's outcome under its claim's token; `reply` hears the verdict
-    /// once it is durable.
+    /// once it is durable. `from` as for [`HomeHost::renew`].
     #[allow(clippy::too_many_arguments)]
     pub fn complete(
         &mut self,
@@ -288,9 +255,12 @@ impl<R> HomeHost<R> {
         token: u64,
         outcome: Outcome,
         node: Option<String>,
+        from: Option<&str>,
         reply: impl FnOnce(Result<Completed, CompleteError>) -> R,
     ) {
-        let result = path.complete(now, key, token, outcome, node);
+        let result = from
+            .map_or(Ok(()), |holder| path.check_holder(key, token, holder))
+            .and_then(|()| path.complete(now, key, token, outcome, node));
         self.after_durable(reply(result));
     }
 

@@ -15,6 +15,10 @@ use palm_actors::path::records::FORMAT;
 use palm_actors::store::{MemoryStore, Store, Table, WriteBatch};
 use serde_json::json;
 use std::fmt::Write as _;
+
+#[path = "../../tests/support/hex.rs"]
+mod hex;
+use hex::{hex, unhex};
 use std::path::PathBuf;
 use std::sync::Arc;
 use support::Host;
@@ -22,20 +26,6 @@ use support::Host;
 fn golden_path() -> PathBuf {
     let name = FORMAT.replace('/', "-");
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{name}.txt"))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
-        .collect()
 }
 
 /// Every table, one `TABLE KEY VALUE` line (hex) per entry, in key order.

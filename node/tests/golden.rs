@@ -17,6 +17,10 @@ use palm_transport::codec::{self, Frame};
 use palm_transport::{FRAME_VERSION, Hello, RelayMsg, RevocationList, Role};
 use serde_json::json;
 use std::fmt::Write as _;
+
+#[path = "../../tests/support/hex.rs"]
+mod hex;
+use hex::{hex, unhex};
 use std::path::PathBuf;
 
 const FRAME_LEN_MAX: usize = 1 << 20;
@@ -184,20 +188,6 @@ fn samples() -> Vec<(&'static str, TreeMsg)> {
             })),
         ),
     ]
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
-        .collect()
 }
 
 /// `NAME HEX` lines: the hello frame, then each message as a `Frame::Message`.

@@ -7,18 +7,10 @@
 
 mod common;
 
-use common::{Client, Up, data_dir, eventually, palm};
+use common::{Client, Up, data_dir, eventually, free_port, palm};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .expect("udp")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 fn call(data: &Path, request: Value) -> Value {
     Client::connect(data)

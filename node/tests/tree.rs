@@ -5,19 +5,11 @@
 
 mod common;
 
-use common::{Client, Up, data_dir, eventually, palm, palm_bin};
+use common::{Client, Up, data_dir, eventually, free_port, palm, palm_bin};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .expect("udp")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 fn start_root(data: &Path, listen: &str) -> Up {
     Up::start(

@@ -6,24 +6,68 @@
 
 mod common;
 
-use common::{Client, Up, data_dir, eventually, palm};
+use common::{Client, Up, data_dir, eventually, free_port, join_token, palm};
 use palm_actors::bt::{EffectRequest, Outcome};
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
 use palm_node::wire::TreeMsg;
 use palm_topology::{Reply, Summary, TopoMsg, Toward};
-use palm_transport::{Hello, Inbound, LinkConfig, Role, endpoint, enroll, tls};
+use palm_transport::{Hello, Inbound, Link, LinkConfig, Role, endpoint, enroll, tls};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .expect("udp")
-        .local_addr()
-        .expect("addr")
-        .port()
+/// A root listening on a free port, once its tree CA exists: its directory, the node,
+/// its address.
+fn root() -> (tempfile::TempDir, Up, String) {
+    let dir = data_dir();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let up = Up::start(
+        dir.path(),
+        &[
+            "--profile",
+            "root",
+            "--listen",
+            &listen,
+            "--name",
+            "root",
+            "--seats",
+            "1",
+        ],
+    );
+    assert!(eventually(Duration::from_secs(10), || dir
+        .path()
+        .join("tree/ca.cert.der")
+        .is_file()));
+    (dir, up, listen)
+}
+
+/// A child `name` that enrolls with `token` and links to the root at `listen`, speaking
+/// `T`: the real `TreeMsg`, or frames crafted to look like it. The first part of the
+/// answer keeps the connection's endpoint alive.
+async fn link_as<T>(
+    listen: &str,
+    token: &str,
+    name: &str,
+    config: &LinkConfig,
+) -> (impl Sized + use<T>, Link<T>, mpsc::Receiver<Inbound<T>>)
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    let (identity, _) = enroll(listen, token, config).await.expect("enroll");
+    let client = tls::client_config(&identity, config).expect("client config");
+    let hello = Hello {
+        name: name.into(),
+        role: Role::Edge,
+        node_id: identity.node_id(),
+        software: "test".into(),
+    };
+    endpoint::dial::<T>(listen, client, &hello, config)
+        .await
+        .expect("link to the root")
 }
 
 fn vitality(data: &Path) -> Value {
@@ -71,51 +115,15 @@ async fn next<T>(
 
 #[test]
 fn a_child_is_refused_everything_a_child_may_not_ask() {
-    let root_dir = data_dir();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let _root = Up::start(
-        root_dir.path(),
-        &[
-            "--profile",
-            "root",
-            "--listen",
-            &listen,
-            "--name",
-            "root",
-            "--seats",
-            "1",
-        ],
-    );
-    assert!(eventually(Duration::from_secs(10), || root_dir
-        .path()
-        .join("tree/ca.cert.der")
-        .is_file()));
-    let made = palm(
-        root_dir.path(),
-        &[
-            "token", "create", "--name", "rogue", "--role", "edge", "--json",
-        ],
-    );
-    assert_eq!(made.code, 0, "{}", made.stderr);
-    let token = made.json()["token"].as_str().expect("token").to_owned();
+    let (root_dir, _root, listen) = root();
+    let token = join_token(root_dir.path(), "rogue", "edge");
     let book = root_dir.path().join("tree/trust.json");
     let witness = root_dir.path().join("placed-up-ran");
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let (answers, refusals_seen, book_before) = runtime.block_on(async {
-        let config = LinkConfig::default();
-        let (identity, _) = enroll(&listen, &token, &config).await.expect("enroll");
-        let client = tls::client_config(&identity, &config).expect("client config");
-        let hello = Hello {
-            name: "rogue".into(),
-            role: Role::Edge,
-            node_id: identity.node_id(),
-            software: "test".into(),
-        };
+    let (answers, completed_verdict, book_before) = runtime.block_on(async {
         let (_endpoint, link, mut inbound) =
-            endpoint::dial::<TreeMsg>(&listen, client, &hello, &config)
-                .await
-                .expect("link to the root");
+            link_as::<TreeMsg>(&listen, &token, "rogue", &LinkConfig::default()).await;
         let tag = next(&mut inbound, |msg| match msg {
             TopoMsg::Parent(info) => Some(info.tag),
             _ => None,
@@ -219,8 +227,11 @@ fn a_child_is_refused_everything_a_child_may_not_ask() {
         }
     }
     assert!(
-        matches!(&refusals_seen, palm_topology::CompleteVerdict::Refused(_)),
-        "{refusals_seen:?}"
+        matches!(
+            &completed_verdict,
+            palm_topology::CompleteVerdict::Refused(_)
+        ),
+        "{completed_verdict:?}"
     );
     // Nothing changed at the root.
     assert_eq!(
@@ -267,33 +278,9 @@ fn a_child_is_refused_everything_a_child_may_not_ask() {
 
 #[test]
 fn an_edge_cannot_mint_tokens_from_the_cli() {
-    let root_dir = data_dir();
     let edge_dir = data_dir();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let _root = Up::start(
-        root_dir.path(),
-        &[
-            "--profile",
-            "root",
-            "--listen",
-            &listen,
-            "--name",
-            "root",
-            "--seats",
-            "1",
-        ],
-    );
-    assert!(eventually(Duration::from_secs(10), || root_dir
-        .path()
-        .join("tree/ca.cert.der")
-        .is_file()));
-    let made = palm(
-        root_dir.path(),
-        &[
-            "token", "create", "--name", "edge-1", "--role", "edge", "--json",
-        ],
-    );
-    let token = made.json()["token"].as_str().expect("token").to_owned();
+    let (root_dir, _root, listen) = root();
+    let token = join_token(root_dir.path(), "edge-1", "edge");
     let _edge = Up::start(
         edge_dir.path(),
         &[
@@ -379,34 +366,8 @@ mod crafted {
 
 #[test]
 fn a_crafted_frame_closes_only_its_own_link() {
-    let root_dir = data_dir();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let _root = Up::start(
-        root_dir.path(),
-        &[
-            "--profile",
-            "root",
-            "--listen",
-            &listen,
-            "--name",
-            "root",
-            "--seats",
-            "1",
-        ],
-    );
-    assert!(eventually(Duration::from_secs(10), || root_dir
-        .path()
-        .join("tree/ca.cert.der")
-        .is_file()));
-    let token = |name: &str| {
-        let made = palm(
-            root_dir.path(),
-            &[
-                "token", "create", "--name", name, "--role", "edge", "--json",
-            ],
-        );
-        made.json()["token"].as_str().expect("token").to_owned()
-    };
+    let (root_dir, _root, listen) = root();
+    let token = |name: &str| join_token(root_dir.path(), name, "edge");
     let (deep, huge, good) = (token("deep"), token("huge"), token("good"));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
@@ -415,26 +376,12 @@ fn a_crafted_frame_closes_only_its_own_link() {
             frame_len_max: 32 << 20,
             ..LinkConfig::default()
         };
-        let link_as = |name: &'static str, token: String| {
-            let config = config.clone();
-            let listen = listen.clone();
-            async move {
-                let (identity, _) = enroll(&listen, &token, &config).await.expect("enroll");
-                let client = tls::client_config(&identity, &config).expect("client");
-                let hello = Hello {
-                    name: name.into(),
-                    role: Role::Edge,
-                    node_id: identity.node_id(),
-                    software: "test".into(),
-                };
-                endpoint::dial::<crafted::Tree>(&listen, client, &hello, &config)
-                    .await
-                    .expect("link")
-            }
-        };
-        let (_e1, good_link, _good_in) = link_as("good", good).await;
-        let (_e2, deep_link, mut deep_in) = link_as("deep", deep).await;
-        let (_e3, huge_link, mut huge_in) = link_as("huge", huge).await;
+        let (_e1, good_link, _good_in) =
+            link_as::<crafted::Tree>(&listen, &good, "good", &config).await;
+        let (_e2, deep_link, mut deep_in) =
+            link_as::<crafted::Tree>(&listen, &deep, "deep", &config).await;
+        let (_e3, huge_link, mut huge_in) =
+            link_as::<crafted::Tree>(&listen, &huge, "huge", &config).await;
         let node = |parent: Option<u32>, name: String| palm_topology::SummaryNode {
             parent,
             name,

@@ -798,7 +798,7 @@ impl World {
                 } => {
                     let live = self.nodes[i].live.as_mut().expect("live");
                     live.host
-                        .renew_from(&mut live.path, now, &key, token, &holder, |result| {
+                        .renew(&mut live.path, now, &key, token, Some(&holder), |result| {
                             Ack::Renewed {
                                 serve,
                                 result: result.map_err(|e| e.to_string()),
@@ -815,14 +815,14 @@ impl World {
                 } => {
                     let live = self.nodes[i].live.as_mut().expect("live");
                     let mut verdict = None;
-                    live.host.complete_from(
+                    live.host.complete(
                         &mut live.path,
                         now,
                         &key,
                         token,
                         outcome,
                         Some(node),
-                        &holder,
+                        Some(&holder),
                         |result| {
                             verdict = Some(result.clone());
                             Ack::Completed {
@@ -1769,6 +1769,7 @@ impl World {
                     r.token,
                     r.outcome.clone(),
                     None,
+                    None,
                     |result| {
                         verdict = Some(result);
                         Ack::SeatDone { run }
@@ -1816,7 +1817,7 @@ impl World {
             return;
         };
         live.host
-            .renew(&mut live.path, now, &r.key, r.token, |result| {
+            .renew(&mut live.path, now, &r.key, r.token, None, |result| {
                 Ack::SeatRenewed {
                     run,
                     until: result.ok(),

@@ -179,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn a_child_may_not_place_cancel_or_answer_reports() {
+    fn each_message_comes_only_from_its_side() {
         let place_like = TopoMsg::Cancel {
             key: "k".into(),
             token: 1,

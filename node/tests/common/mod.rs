@@ -26,6 +26,25 @@ pub fn example(name: &str) -> String {
         .to_string()
 }
 
+/// A free UDP port on 127.0.0.1, for a node's `--listen` (QUIC runs over UDP).
+pub fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .expect("udp")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A one-time join token from the root at `root` for a child `name` in `role`.
+pub fn join_token(root: &Path, name: &str, role: &str) -> String {
+    let ran = palm(
+        root,
+        &["token", "create", "--name", name, "--role", role, "--json"],
+    );
+    assert_eq!(ran.code, 0, "token create: {}", ran.stderr);
+    ran.json()["token"].as_str().expect("token").to_owned()
+}
+
 /// A fresh data directory, short enough for a Unix socket path.
 pub fn data_dir() -> tempfile::TempDir {
     tempfile::Builder::new()

@@ -22,7 +22,7 @@ use super::places::PlacesMsg;
 use super::{Genome, now_ms};
 use palm_actors::bt::Outcome;
 use palm_actors::host::HomeHost;
-use palm_actors::path::{ClaimedEffect, CompleteError, JobPath, JobPathConfig, Notice};
+use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
 use palm_actors::store::{Store, WriteBatch};
 use palm_api::protocol::{Request, Response};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -259,21 +259,21 @@ impl Actor for Kernel {
                 reply,
             } => {
                 let node = Some(node.unwrap_or_else(|| state.genome.info.name.clone()));
-                let path = &mut state.desk.path;
-                let reply = |result: Result<_, CompleteError>| -> Deferred {
-                    let result = result.map(|_| ()).map_err(|err| err.to_string());
-                    Box::new(move || {
-                        let _ = reply.send(result);
-                    })
-                };
-                match from {
-                    Some(holder) => state
-                        .host
-                        .complete_from(path, now, &key, token, outcome, node, &holder, reply),
-                    None => state
-                        .host
-                        .complete(path, now, &key, token, outcome, node, reply),
-                }
+                state.host.complete(
+                    &mut state.desk.path,
+                    now,
+                    &key,
+                    token,
+                    outcome,
+                    node,
+                    from.as_deref(),
+                    |result| {
+                        let result = result.map(|_| ()).map_err(|err| err.to_string());
+                        Box::new(move || {
+                            let _ = reply.send(result);
+                        })
+                    },
+                );
             }
             KernelMsg::Renew {
                 key,
@@ -283,19 +283,15 @@ impl Actor for Kernel {
             } => {
                 // Answered after the commit: a holder on another node must never believe
                 // in a lease that a crash of this node could take back.
-                let path = &mut state.desk.path;
-                let reply = |result: Result<u64, CompleteError>| -> Deferred {
-                    let result = result.map_err(|e| e.to_string());
-                    Box::new(move || {
-                        let _ = reply.send(result);
-                    })
-                };
-                match from {
-                    Some(holder) => state
-                        .host
-                        .renew_from(path, now, &key, token, &holder, reply),
-                    None => state.host.renew(path, now, &key, token, reply),
-                }
+                let from = from.as_deref();
+                state
+                    .host
+                    .renew(&mut state.desk.path, now, &key, token, from, |result| {
+                        let result = result.map_err(|e| e.to_string());
+                        Box::new(move || {
+                            let _ = reply.send(result);
+                        })
+                    });
             }
             KernelMsg::ClaimFor {
                 holder,
