@@ -13,7 +13,9 @@
 //!   that covers every batch sealed before it) and then calls `durable(seq)`, which
 //!   releases the replies of every batch up to `seq`.
 //! - **Run leases.** A seat on this node gets its claim at once
-//!   ([`HomeHost::claim_local`]): a crash kills it together with the claim. A holder on
+//!   ([`HomeHost::claim_local`]): a crash kills it together with the claim. A command
+//!   the seat runs outlives a crash, so it starts only once its process group is
+//!   recorded durably ([`HomeHost::started`]); the next life stops it first. A holder on
 //!   another node — a child the effect is placed on — hears of its claims, renewals and
 //!   completions only once they are durable ([`HomeHost::claim_remote`],
 //!   [`HomeHost::renew`], [`HomeHost::complete`]); otherwise a restarted home could hand
@@ -24,6 +26,7 @@
 //! takes it by reference.
 
 use crate::bt::{EffectRequest, Outcome};
+use crate::path::records::RunningGroup;
 use crate::path::{ClaimedEffect, CompleteError, Completed, JobPath, Notice};
 use crate::store::{Store, WriteBatch};
 use std::collections::VecDeque;
@@ -272,6 +275,27 @@ impl<R> HomeHost<R> {
         token: u64,
     ) -> Result<(), CompleteError> {
         path.release(key, token)
+    }
+
+    /// A command is about to run `key` under claim `token` in process group `group`, held
+    /// at its gate: `reply` hears, once the record is durable, whether it may start
+    /// (refused when the claim is no longer current). Recording first means a node that
+    /// dies while the command runs finds its group at the next boot.
+    pub fn started(
+        &mut self,
+        path: &mut JobPath,
+        key: &str,
+        group: RunningGroup,
+        reply: impl FnOnce(Result<(), CompleteError>) -> R,
+    ) {
+        let result = path.record_group(key, group);
+        self.after_durable(reply(result));
+    }
+
+    /// The command of `key` under claim `token` has exited: its group is forgotten (with
+    /// the next batch; no reply, nothing outside waits on it).
+    pub fn exited(&mut self, path: &mut JobPath, key: &str, token: u64) {
+        path.forget_group(key, token);
     }
 
     /// Runs the job path's clocks at `now`: durable timers, lease expiry, yielded jobs,

@@ -118,3 +118,36 @@ fn a_store_in_the_golden_format_opens_and_reads_back() {
     assert_eq!(parked.status, JobStatus::Waiting);
     assert_eq!(parked.state["build"]["stdout"], "building\n");
 }
+
+/// The `groups` table (added within format 2: an older store simply has it empty, and
+/// an older build never reads it) pinned on its own, so its record cannot drift either.
+#[test]
+fn a_process_group_record_is_stored_as_pinned() {
+    use palm_actors::path::records::RunningGroup;
+    let mut host = Host::new();
+    host.path
+        .record_group(
+            "a2rw-1/0.0/1",
+            RunningGroup {
+                token: 7,
+                pgid: 31_337,
+                boot: "b0".to_owned(),
+                start_ticks: 123_456,
+            },
+        )
+        .expect("an effect this path does not know is recorded as is");
+    host.commit();
+    let mut lines = Vec::new();
+    host.store
+        .scan(Table::Groups, b"", None, &mut |key, value| {
+            lines.push(format!("{} {}", hex(key), hex(value)));
+            true
+        })
+        .expect("scan");
+    // key: the effect key; value: postcard varints token 7, pgid 31 337, boot "b0",
+    // start ticks 123 456.
+    assert_eq!(
+        lines,
+        vec!["613272772d312f302e302f31 07e9f401026230c0c407".to_owned()]
+    );
+}

@@ -386,6 +386,48 @@ fn a_restart_requeues_effects_held_by_the_previous_life() {
 }
 
 #[test]
+fn a_recorded_process_group_is_found_by_the_next_life_and_forgotten_by_token() {
+    use palm_actors::path::records::RunningGroup;
+    let mut host = Host::new();
+    host.submit_source(&example("hello"), json!({}));
+    let effect = host.claim().expect("claim");
+    let group = |token| RunningGroup {
+        token,
+        pgid: 4242,
+        boot: "boot-1".to_owned(),
+        start_ticks: 77,
+    };
+    // A group under a stale token is refused: that command must not start.
+    assert!(
+        host.path
+            .record_group(&effect.key, group(effect.token + 1))
+            .is_err()
+    );
+    host.path
+        .record_group(&effect.key, group(effect.token))
+        .expect("the current claim's group is recorded");
+    host.commit();
+    let mut host = host.restart();
+    assert_eq!(
+        host.path.groups().get(&effect.key),
+        Some(&group(effect.token)),
+        "the next life finds what the last one left running"
+    );
+    // Forgetting under another token keeps the record; under its own, it goes for good.
+    host.path.forget_group(&effect.key, effect.token + 5);
+    assert_eq!(host.path.groups().len(), 1);
+    host.path.forget_group(&effect.key, effect.token);
+    host.commit();
+    let host = host.restart();
+    assert!(host.path.groups().is_empty());
+    // An effect this path does not know (placed here by another home) is recorded as is.
+    let mut host = host;
+    host.path
+        .record_group("elsewhere/0.1/1", group(9))
+        .expect("a placed effect's group");
+}
+
+#[test]
 fn a_crash_loses_only_what_was_never_acknowledged() {
     let mut host = Host::new();
     let acked = host.submit_source(&example("hello"), json!({}));

@@ -109,6 +109,55 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// This boot of the machine (Linux: /proc/sys/kernel/random/boot_id), or `""` where the
+/// system has none. Read once.
+pub fn boot_id() -> &'static str {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|id| id.trim().to_owned())
+            .unwrap_or_default()
+    })
+}
+
+/// The live (not zombie) members of process group `pgid`, from /proc; `None` where /proc
+/// cannot be read (then only `killpg` can tell whether the group exists).
+pub fn group_members(pgid: u32) -> Option<Vec<u32>> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut members = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+        // A zombie holds nothing (no files, no locks): it is only waiting to be reaped.
+        if group == Some(pgid) && state != Some("Z") && state != Some("X") {
+            members.push(pid);
+        }
+    }
+    Some(members)
+}
+
+/// Whether process `pid` was started with `NAME=VALUE` in its environment
+/// (/proc/PID/environ; false when it cannot be read).
+pub fn started_with_env(pid: u32, name: &str, value: &str) -> bool {
+    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let wanted = format!("{name}={value}");
+    environ
+        .split(|b| *b == 0)
+        .any(|entry| entry == wanted.as_bytes())
+}
+
 /// This machine's host name, for the default node name.
 pub fn hostname() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;

@@ -24,8 +24,8 @@ use crate::job::{
 use crate::json::Json;
 use crate::store::{Store, StoreError, Table, WriteBatch, scan_prefix};
 use records::{
-    Claim, DefinitionRecord, EffectRecord, JobRecord, decode, definition_key, encode, put_event,
-    read_journal, read_u64,
+    Claim, DefinitionRecord, EffectRecord, JobRecord, RunningGroup, decode, definition_key, encode,
+    put_event, read_journal, read_u64,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -253,6 +253,9 @@ pub struct OpenReport {
     pub broken: Vec<(String, String)>,
     /// True when the store was new.
     pub created: bool,
+    /// Process groups the previous life recorded as running effects: the host must stop
+    /// them (or find them gone) before any seat claims work ([`JobPath::groups`]).
+    pub orphan_groups: usize,
 }
 
 /// Something the host must act on after committing the batch.
@@ -407,6 +410,9 @@ pub struct JobPath {
     interests: Interests,
     /// Start keys written since the store was opened (older ones are read from it).
     starts: HashMap<String, String>,
+    /// Process groups running effects' commands (see [`records::RunningGroup`]). At open,
+    /// every entry is a leftover of the previous life.
+    groups: BTreeMap<String, RunningGroup>,
 }
 
 /// The tag of the store (the prefix of the ids of the jobs it is home of), once a job
@@ -515,12 +521,15 @@ impl JobPath {
             interests: Interests::open(store)?,
             starts: HashMap::new(),
             queue: VecDeque::new(),
+            groups: BTreeMap::new(),
         };
         path.load_definitions(store)?;
         report.definitions = path.definitions.values().map(BTreeMap::len).sum();
         path.activate_interests(0);
         path.load_jobs(store, &mut report)?;
         path.load_effects(store, &mut report)?;
+        path.load_groups(store)?;
+        report.orphan_groups = path.groups.len();
         Ok((path, report))
     }
 
@@ -674,6 +683,21 @@ impl JobPath {
             self.effects.insert(key, record);
         }
         Ok(())
+    }
+
+    fn load_groups(&mut self, store: &dyn Store) -> Result<(), StoreError> {
+        let mut failure = None;
+        let groups = &mut self.groups;
+        store.scan(Table::Groups, b"", None, &mut |key, value| {
+            match decode::<RunningGroup>(value, "process group") {
+                Ok(group) => {
+                    groups.insert(String::from_utf8_lossy(key).into_owned(), group);
+                }
+                Err(err) => failure = Some(err),
+            }
+            failure.is_none()
+        })?;
+        failure.map_or(Ok(()), Err)
     }
 
     fn replay(&mut self, id: &str, events: &[Event]) -> Result<JobCore, ReplayError> {
@@ -1590,6 +1614,43 @@ impl JobPath {
         self.ready.push_back(key.to_owned());
         self.notices.push(Notice::EffectReady);
         Ok(())
+    }
+
+    /// Records the process group about to run `key`'s command under claim `token` (the
+    /// command waits at its gate until this is durable). Refused when this path is the
+    /// effect's home and `token` is no longer its current claim: the command must not
+    /// start. An effect placed here by another home is not in this path; its group is
+    /// recorded all the same, so this node's next life can stop it.
+    pub fn record_group(&mut self, key: &str, group: RunningGroup) -> Result<(), CompleteError> {
+        if let Some(record) = self.effects.get(key) {
+            let current = record.claim.as_ref().map(|c| c.token);
+            if current != Some(group.token) {
+                return Err(CompleteError::StaleToken {
+                    key: key.to_owned(),
+                    token: group.token,
+                    current,
+                });
+            }
+        }
+        self.batch
+            .put(Table::Groups, key.as_bytes().to_vec(), encode(&group));
+        self.groups.insert(key.to_owned(), group);
+        Ok(())
+    }
+
+    /// Forgets the group of `key` (its command exited, or a restarted node stopped it).
+    /// A group recorded later under another token is kept.
+    pub fn forget_group(&mut self, key: &str, token: u64) {
+        if self.groups.get(key).is_some_and(|g| g.token == token) {
+            self.groups.remove(key);
+            self.batch.delete(Table::Groups, key.as_bytes().to_vec());
+        }
+    }
+
+    /// Process groups recorded as running effects' commands, by effect key. Right after
+    /// [`JobPath::open`], all of them are the previous life's.
+    pub fn groups(&self) -> &BTreeMap<String, RunningGroup> {
+        &self.groups
     }
 
     /// Whether a report about the claim of `key` under `token` may come from `holder`:

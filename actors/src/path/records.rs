@@ -82,6 +82,24 @@ pub struct EffectRecord {
     pub created_at: u64,
 }
 
+/// The process group running an effect's command, recorded durably before the command
+/// may start (the runner holds it at a gate until then). At boot, a node stops the groups
+/// its previous life left running before any seat claims work, so one effect key never
+/// runs twice at the same moment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningGroup {
+    /// Fencing token of the claim the command runs under.
+    pub token: u64,
+    /// Process group id (the leader's pid).
+    pub pgid: u32,
+    /// The machine's boot id when it started (empty where the system has none): after a
+    /// reboot no process of the old boot is alive, and the id may name someone else.
+    pub boot: String,
+    /// The leader's start time in clock ticks since boot (0 if unknown): tells the
+    /// leader from a later process that was given the same pid.
+    pub start_ticks: u64,
+}
+
 pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     postcard::to_stdvec(value).expect("postcard encoding of an in-memory record cannot fail")
 }

@@ -47,11 +47,15 @@ pub enum Table {
     /// `at_ms(be64) seq(be32)` → a link event (up, down, enrolled, revoked), written by
     /// the node's tree organ (place events are in `NodeJournal`).
     NodeEvents,
+    /// `effect key` → the process group running it ([`crate::path::records::RunningGroup`]),
+    /// written before the command may start, so a restarted node finds what its previous
+    /// life left running.
+    Groups,
 }
 
 impl Table {
     /// Every table, in a fixed order.
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::Meta,
         Table::Definitions,
         Table::Jobs,
@@ -63,6 +67,7 @@ impl Table {
         Table::Starts,
         Table::Kv,
         Table::NodeEvents,
+        Table::Groups,
     ];
 
     /// The table's name in the backing store.
@@ -79,6 +84,7 @@ impl Table {
             Table::Starts => "starts",
             Table::Kv => "kv",
             Table::NodeEvents => "node_events",
+            Table::Groups => "groups",
         }
     }
 

@@ -21,6 +21,7 @@ const TABLES: [TableDefinition<'static, &'static [u8], &'static [u8]>; Table::AL
     TableDefinition::new("starts"),
     TableDefinition::new("kv"),
     TableDefinition::new("node_events"),
+    TableDefinition::new("groups"),
 ];
 
 fn definition(table: Table) -> TableDefinition<'static, &'static [u8], &'static [u8]> {

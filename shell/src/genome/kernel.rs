@@ -22,6 +22,7 @@ use super::places::PlacesMsg;
 use super::{Genome, now_ms};
 use palm_actors::bt::Outcome;
 use palm_actors::host::HomeHost;
+use palm_actors::path::records::RunningGroup;
 use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
 use palm_actors::store::{Store, WriteBatch};
 use palm_api::protocol::{Request, Response};
@@ -88,6 +89,24 @@ pub enum KernelMsg {
         from: Option<String>,
         /// The new expiry, or why not.
         reply: RpcReplyPort<Result<u64, String>>,
+    },
+    /// A runner holds a command at its gate in process group `group`: answered once the
+    /// group is recorded durably (`Ok`: start it), or refused (the claim is no longer
+    /// current: do not start it).
+    Started {
+        /// Effect key.
+        key: String,
+        /// The group, with the claim's token.
+        group: RunningGroup,
+        /// Whether the command may start.
+        reply: RpcReplyPort<Result<(), String>>,
+    },
+    /// The command of `key` (claim `token`) exited; its group record goes.
+    Exited {
+        /// Effect key.
+        key: String,
+        /// Fencing token of the claim it ran under.
+        token: u64,
     },
     /// Timers, leases, yielded jobs or interests are due.
     Tick,
@@ -168,7 +187,10 @@ impl Actor for Kernel {
         myself: ActorRef<KernelMsg>,
         genome: Arc<Genome>,
     ) -> Result<KernelState, ActorProcessingErr> {
-        let path = open_path(&genome)?;
+        let mut path = open_path(&genome)?;
+        // Before any claim is answered: what the previous life left running must stop,
+        // or its effects would run a second time beside their orphans.
+        super::orphans::stop_orphans(&mut path).await;
         let mut state = KernelState {
             desk: Desk {
                 path,
@@ -247,7 +269,9 @@ impl Actor for Kernel {
                     None
                 };
                 // A claim is internal: it is answered at once. If this node dies before
-                // the claim is committed, the effect is simply still ready on restart.
+                // the claim is committed, the effect is simply still ready on restart. A
+                // command does not start before its process group is recorded (`Started`),
+                // which commits the claim with it; a provider call dies with this process.
                 let _ = reply.send(claimed);
             }
             KernelMsg::Complete {
@@ -292,6 +316,19 @@ impl Actor for Kernel {
                             let _ = reply.send(result);
                         })
                     });
+            }
+            KernelMsg::Started { key, group, reply } => {
+                state
+                    .host
+                    .started(&mut state.desk.path, &key, group, |result| {
+                        let result = result.map_err(|err| err.to_string());
+                        Box::new(move || {
+                            let _ = reply.send(result);
+                        })
+                    });
+            }
+            KernelMsg::Exited { key, token } => {
+                state.host.exited(&mut state.desk.path, &key, token);
             }
             KernelMsg::ClaimFor {
                 holder,

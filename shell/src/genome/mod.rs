@@ -19,6 +19,7 @@
 
 pub mod desk;
 pub mod kernel;
+pub mod orphans;
 pub mod places;
 pub mod probe;
 pub mod provider;

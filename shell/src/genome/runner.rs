@@ -325,6 +325,90 @@ async fn read_tail<R: tokio::io::AsyncRead + Unpin>(mut reader: R, max: usize) -
     }
 }
 
+/// The script every command starts under: it waits for one line on stdin (the gate),
+/// then becomes `sh -c CMD` with stdin from /dev/null. If the node dies before opening
+/// the gate, stdin reaches end of file and the command never starts (exit 125).
+const GATE: &str = "read -r _ || exit 125; exec sh -c \"$1\" </dev/null";
+
+/// How long the kernel may take to record a command's group.
+const RECORD_TIMEOUT_MS: u64 = 30_000;
+
+/// A command's group, recorded in the store while the command runs; dropping it tells
+/// the kernel the command has exited (the record goes with the next batch).
+struct Recorded {
+    kernel: ActorRef<KernelMsg>,
+    key: String,
+    token: u64,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = self.kernel.cast(KernelMsg::Exited {
+            key: std::mem::take(&mut self.key),
+            token: self.token,
+        });
+    }
+}
+
+/// Records the gated command's process group with the local kernel (whoever is the
+/// effect's home: a placed effect's group is this node's to stop after a crash) and, once
+/// that is durable, opens the gate. `None`: the command must not start (the claim is no
+/// longer current, the kernel is gone, or the effect was cancelled meanwhile).
+async fn open_gate(
+    genome: &Genome,
+    effect: &ClaimedEffect,
+    child: &mut tokio::process::Child,
+    pgid: Option<u32>,
+    cancel: &watch::Receiver<bool>,
+) -> Option<Recorded> {
+    use palm_actors::path::records::RunningGroup;
+    use tokio::io::AsyncWriteExt;
+    let pgid = pgid?;
+    let kernel = genome.kernel()?;
+    let group = RunningGroup {
+        token: effect.token,
+        pgid,
+        boot: crate::sys::boot_id().to_owned(),
+        start_ticks: crate::sys::start_ticks(pgid).unwrap_or(0),
+    };
+    let answer = kernel
+        .call(
+            |reply| KernelMsg::Started {
+                key: effect.key.clone(),
+                group,
+                reply,
+            },
+            Some(Duration::from_millis(RECORD_TIMEOUT_MS)),
+        )
+        .await;
+    let recorded = Recorded {
+        kernel,
+        key: effect.key.clone(),
+        token: effect.token,
+    };
+    match answer {
+        Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
+        Ok(ractor::rpc::CallResult::Success(Err(refused))) => {
+            debug!(key = effect.key, refused, "command not started");
+            return None;
+        }
+        _ => {
+            warn!(
+                key = effect.key,
+                "the kernel did not record the command's group; not started"
+            );
+            return None;
+        }
+    }
+    if *cancel.borrow() {
+        return None;
+    }
+    let mut gate = child.stdin.take()?;
+    gate.write_all(b"go\n").await.ok()?;
+    drop(gate);
+    Some(recorded)
+}
+
 /// Stops a process group: SIGTERM, then SIGKILL if it has not exited after the grace.
 async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>) {
     if let Some(pgid) = pgid {
@@ -351,11 +435,13 @@ async fn run_command(
     let mut process = tokio::process::Command::new("sh");
     process
         .arg("-c")
+        .arg(GATE)
+        .arg("palm-effect")
         .arg(command.cmd)
         .env("PALM_JOB_ID", &effect.job)
         .env("PALM_EFFECT_KEY", &effect.key)
         .env("PALM_NODE_NAME", &genome.info.name)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -378,6 +464,12 @@ async fn run_command(
         }
     };
     let pgid = child.id();
+    // The command waits at its gate until its group is recorded durably; a node killed
+    // from here on finds the group at its next boot and stops it.
+    let Some(_recorded) = open_gate(genome, effect, &mut child, pgid, &cancel).await else {
+        stop_group(&mut child, pgid).await;
+        return None;
+    };
     let max = genome.settings.output_bytes_max;
     let stdout = child
         .stdout
