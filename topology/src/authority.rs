@@ -13,6 +13,7 @@
 //!   node's own control socket only, and never crosses a link.
 
 use crate::msg::{TopoMsg, Toward};
+use palm_actors::bt::EffectRequest;
 use serde_json::Value;
 
 /// Which end of a link a peer is.
@@ -136,6 +137,31 @@ pub fn check_forward(request: &Value, toward: &Toward) -> Result<(), String> {
     }
 }
 
+/// What a `Place` from a parent may ask this node to run: a `run` command or a provider
+/// `call` that names at least one need (a capability or place), which must then be ready
+/// here or offered by a child (checked by the hop core). A placement with no need is
+/// refused: a parent places only what it cannot run itself, so such a message can only
+/// be an attempt to make this node run arbitrary text.
+pub fn check_place(request: &EffectRequest) -> Result<(), String> {
+    match request {
+        EffectRequest::Run { .. } | EffectRequest::Call { .. } => {}
+        other => {
+            return Err(format!(
+                "a `{}` effect is never placed on another node",
+                other.kind_name()
+            ));
+        }
+    }
+    if request.requirements().is_empty() {
+        return Err(
+            "the effect names no capability or place: a parent places only work that \
+             needs what this node offers"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
 fn from_name(from: Direction) -> &'static str {
     match from {
         Direction::Parent => "parent",
@@ -231,5 +257,30 @@ mod tests {
         assert!(err.contains("names job b-2"), "{err}");
         assert!(forward(json!({"op": "cancel", "job": "a-1"}), Toward::NewHome).is_err());
         assert!(forward(json!({"op": "submit"}), Toward::Job("a-1".into())).is_err());
+    }
+
+    #[test]
+    fn a_placement_must_name_what_the_child_offers() {
+        let run = |needs: &[&str], place: Option<&str>| EffectRequest::Run {
+            cmd: "make".into(),
+            cwd: None,
+            env: Vec::new(),
+            timeout_ms: None,
+            needs: needs.iter().map(|n| (*n).to_owned()).collect(),
+            place: place.map(str::to_owned),
+        };
+        assert!(check_place(&run(&["gpu"], None)).is_ok());
+        assert!(check_place(&run(&[], Some("db"))).is_ok());
+        let bare = check_place(&run(&[], None)).expect_err("free text with no need");
+        assert!(bare.contains("names no capability"), "{bare}");
+        let call = EffectRequest::Call {
+            provider: "kv".into(),
+            args: Json::NULL,
+            needs: vec!["gpu".into()],
+            timeout_ms: None,
+        };
+        assert!(check_place(&call).is_ok());
+        let timer = check_place(&EffectRequest::Timer { deadline: 1 }).expect_err("a timer");
+        assert!(timer.contains("`timer`"), "{timer}");
     }
 }

@@ -1422,6 +1422,14 @@ impl HopCore {
     fn on_place(&mut self, now: u64, peer: &str, id: u64, effect: ClaimedEffect, home: String) {
         let key = effect.key.clone();
         let token = effect.token;
+        // A parent may hand down only work that needs what this node offers: a command
+        // or call naming at least one capability or place. Anything else would make a
+        // child run whatever text its parent sends.
+        if let Err(reason) = crate::authority::check_place(&effect.request) {
+            self.refuse(now, peer, "place", format!("{key}: {reason}"));
+            self.answer_placed(peer, id, false, Some(reason));
+            return;
+        }
         let forgetful = self.mutated(mutation!(SameKeyForgotten));
         // A copy of a placement decided here gets the same answer.
         if !forgetful && let Some(decided) = self.decided.get(&key).filter(|d| d.token == token) {
