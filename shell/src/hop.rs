@@ -11,8 +11,12 @@
 //! - **Sends** go to a per-link writer task (in order; a full queue drops, which the
 //!   protocol treats as a lost message).
 //! - **Kernel duties** (apply a forwarded request, claim for a child, renew, complete,
-//!   release) run on their own tasks and come back as inputs once the kernel answered —
-//!   which is once the change is durable.
+//!   release) run on tasks and come back as inputs once the kernel answered — which is
+//!   once the change is durable. Duties asked by peers (apply, renew, complete) run at
+//!   most [`DUTIES_RUNNING_MAX`] at once; the rest queue, and while
+//!   [`DUTIES_QUEUED_MAX`] are queued no frame is read from any link: the links' readers
+//!   wait, the transport stops reading their streams, and QUIC flow control pushes back
+//!   on the senders. Back-pressure, not a task per request.
 //! - **Placed runs** execute with the same runner as the seats; their lease is renewed by
 //!   the core (the runner's host renews nothing) and their end goes back to the core,
 //!   which reports it home until it is recorded or refused.
@@ -33,7 +37,7 @@ use palm_topology::{
     TopoMsg, Toward,
 };
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
@@ -41,8 +45,14 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
-/// Inputs waiting for the hop task; a link's reader waits when it is full.
+/// Inputs waiting for the hop task (links up and down, routes, kernel answers, ...).
 const INBOX: usize = 8_192;
+/// Frames from links waiting for the hop task; a link's reader waits when it is full.
+const FRAMES: usize = 256;
+/// Duties for peers (apply, renew, complete) running at once.
+pub const DUTIES_RUNNING_MAX: usize = 64;
+/// Duties for peers waiting for a slot beyond which frames are no longer read.
+pub const DUTIES_QUEUED_MAX: usize = 1_024;
 /// Frames waiting for one link's writer; beyond this they are dropped (lost).
 const OUTBOX: usize = 4_096;
 /// Bound on a kernel call made for the protocol (apply, claim, renew, complete).
@@ -112,6 +122,7 @@ pub type Here = Arc<
 #[derive(Clone)]
 pub struct Hop {
     inbox: mpsc::Sender<HopIn>,
+    frames: mpsc::Sender<(String, TopoMsg)>,
     projection: watch::Receiver<Value>,
     refused: watch::Receiver<Value>,
 }
@@ -131,6 +142,7 @@ impl Hop {
         };
         let core = HopCore::new(config, now);
         let (inbox, rx) = mpsc::channel(INBOX);
+        let (frames, frames_rx) = mpsc::channel(FRAMES);
         let (projection_tx, projection) = watch::channel(projection_json(&core));
         let (refused_tx, refused) = watch::channel(refused_json(&core));
         let task = HopTask {
@@ -144,10 +156,14 @@ impl Hop {
             projection: projection_tx,
             refused: refused_tx,
             here,
+            duties: VecDeque::new(),
+            running: 0,
+            parked: HashSet::new(),
         };
-        tokio::spawn(task.run(rx));
+        tokio::spawn(task.run(rx, frames_rx));
         Hop {
             inbox,
+            frames,
             projection,
             refused,
         }
@@ -186,11 +202,9 @@ impl Hop {
 
     /// A frame came from `peer` (its name as the link authenticated it).
     pub async fn frame(&self, peer: &str, msg: TopoMsg) {
-        self.tell(HopIn::Frame {
-            peer: peer.to_owned(),
-            msg,
-        })
-        .await;
+        if self.frames.send((peer.to_owned(), msg)).await.is_err() {
+            debug!("the hop task is gone");
+        }
     }
 
     /// Work became ready at home: look for placements now.
@@ -315,10 +329,42 @@ struct HopTask {
     projection: watch::Sender<Value>,
     refused: watch::Sender<Value>,
     here: Here,
+    /// Duties for peers waiting for a slot, oldest first.
+    duties: VecDeque<Duty>,
+    /// Duties running now (at most [`DUTIES_RUNNING_MAX`]).
+    running: usize,
+    /// Forwarded `wait`s running beside the pool, by serve id.
+    parked: HashSet<u64>,
+}
+
+/// A kernel duty asked by a peer.
+enum Duty {
+    Apply {
+        serve: u64,
+        request: Json,
+    },
+    Renew {
+        serve: u64,
+        key: String,
+        token: u64,
+        holder: String,
+    },
+    Complete {
+        serve: u64,
+        key: String,
+        token: u64,
+        outcome: Outcome,
+        node: String,
+        holder: String,
+    },
 }
 
 impl HopTask {
-    async fn run(mut self, mut rx: mpsc::Receiver<HopIn>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<HopIn>,
+        mut frames: mpsc::Receiver<(String, TopoMsg)>,
+    ) {
         loop {
             let due = self.core.next_timeout();
             let sleep = async {
@@ -330,9 +376,16 @@ impl HopTask {
                     None => std::future::pending().await,
                 }
             };
+            let reading = self.duties.len() < DUTIES_QUEUED_MAX;
             let input = tokio::select! {
+                // Inputs first: a link's "up" is queued before its first frame is read.
+                biased;
                 input = rx.recv() => match input {
                     Some(input) => Some(input),
+                    None => return,
+                },
+                frame = frames.recv(), if reading => match frame {
+                    Some((peer, msg)) => Some(HopIn::Frame { peer, msg }),
                     None => return,
                 },
                 () = sleep => None,
@@ -351,6 +404,7 @@ impl HopTask {
                 None => self.core.handle_timeout(now),
             }
             self.drain(&genome);
+            self.run_duties(&genome);
             self.projection.send_if_modified(|old| {
                 let new = projection_json(&self.core);
                 let changed = *old != new;
@@ -411,10 +465,21 @@ impl HopTask {
                     }
                 }
             }
-            HopIn::Applied { serve, response } => core.handle_applied(now, serve, response),
+            HopIn::Applied { serve, response } => {
+                if !self.parked.remove(&serve) {
+                    self.running = self.running.saturating_sub(1);
+                }
+                core.handle_applied(now, serve, response);
+            }
             HopIn::Claimed { round, effects } => core.handle_claimed(now, round, effects),
-            HopIn::Renewed { serve, result } => core.handle_renewed(now, serve, result),
-            HopIn::Completed { serve, result } => core.handle_completed(now, serve, result),
+            HopIn::Renewed { serve, result } => {
+                self.running = self.running.saturating_sub(1);
+                core.handle_renewed(now, serve, result);
+            }
+            HopIn::Completed { serve, result } => {
+                self.running = self.running.saturating_sub(1);
+                core.handle_completed(now, serve, result);
+            }
             HopIn::Finished {
                 key,
                 token,
@@ -444,19 +509,17 @@ impl HopTask {
                     }
                 }
                 HopOutput::Apply { serve, request } => {
-                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
-                    let here = Arc::clone(&self.here);
-                    tokio::spawn(async move {
-                        let response = match serde_json::from_value::<Request>(request.0) {
-                            Ok(request) => here(genome, request).await,
-                            Err(err) => Response::err(ErrorBody::invalid(
-                                "invalid_request",
-                                format!("a forwarded request does not parse: {err}"),
-                            )),
-                        };
-                        let response = Json(serde_json::to_value(response).unwrap_or(Value::Null));
-                        let _ = inbox.send(HopIn::Applied { serve, response }).await;
-                    });
+                    // A `wait` parks until its job settles (minutes): it must not hold a
+                    // slot the renewals behind it need, so it runs beside the pool (the
+                    // core bounds everything in flight through this node).
+                    let parks = request.0.get("op").and_then(Value::as_str) == Some("wait");
+                    let duty = Duty::Apply { serve, request };
+                    if parks {
+                        self.parked.insert(serve);
+                        self.spawn_duty(genome, duty);
+                    } else {
+                        self.duties.push_back(duty);
+                    }
                 }
                 HopOutput::Claim {
                     round,
@@ -485,10 +548,11 @@ impl HopTask {
                     token,
                     holder,
                 } => {
-                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
-                    tokio::spawn(async move {
-                        let result = kernel_renew(&genome, &key, token, holder).await;
-                        let _ = inbox.send(HopIn::Renewed { serve, result }).await;
+                    self.duties.push_back(Duty::Renew {
+                        serve,
+                        key,
+                        token,
+                        holder,
                     });
                 }
                 HopOutput::Complete {
@@ -499,11 +563,13 @@ impl HopTask {
                     node,
                     holder,
                 } => {
-                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
-                    tokio::spawn(async move {
-                        let result =
-                            kernel_complete(&genome, &key, token, outcome, &node, holder).await;
-                        let _ = inbox.send(HopIn::Completed { serve, result }).await;
+                    self.duties.push_back(Duty::Complete {
+                        serve,
+                        key,
+                        token,
+                        outcome,
+                        node,
+                        holder,
                     });
                 }
                 HopOutput::Start { effect, home } => self.start(genome, effect, home),
@@ -515,6 +581,65 @@ impl HopTask {
                 }
                 HopOutput::Event(event) => {
                     debug!(kind = event.kind, "{}", event.text);
+                }
+            }
+        }
+    }
+
+    /// Starts queued duties while fewer than [`DUTIES_RUNNING_MAX`] run; each comes back
+    /// as an input once the kernel answered.
+    fn run_duties(&mut self, genome: &Arc<Genome>) {
+        while self.running < DUTIES_RUNNING_MAX {
+            let Some(duty) = self.duties.pop_front() else {
+                return;
+            };
+            self.running += 1;
+            self.spawn_duty(genome, duty);
+        }
+    }
+
+    fn spawn_duty(&self, genome: &Arc<Genome>, duty: Duty) {
+        let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+        {
+            match duty {
+                Duty::Apply { serve, request } => {
+                    let here = Arc::clone(&self.here);
+                    tokio::spawn(async move {
+                        let response = match serde_json::from_value::<Request>(request.0) {
+                            Ok(request) => here(genome, request).await,
+                            Err(err) => Response::err(ErrorBody::invalid(
+                                "invalid_request",
+                                format!("a forwarded request does not parse: {err}"),
+                            )),
+                        };
+                        let response = Json(serde_json::to_value(response).unwrap_or(Value::Null));
+                        let _ = inbox.send(HopIn::Applied { serve, response }).await;
+                    });
+                }
+                Duty::Renew {
+                    serve,
+                    key,
+                    token,
+                    holder,
+                } => {
+                    tokio::spawn(async move {
+                        let result = kernel_renew(&genome, &key, token, holder).await;
+                        let _ = inbox.send(HopIn::Renewed { serve, result }).await;
+                    });
+                }
+                Duty::Complete {
+                    serve,
+                    key,
+                    token,
+                    outcome,
+                    node,
+                    holder,
+                } => {
+                    tokio::spawn(async move {
+                        let result =
+                            kernel_complete(&genome, &key, token, outcome, &node, holder).await;
+                        let _ = inbox.send(HopIn::Completed { serve, result }).await;
+                    });
                 }
             }
         }

@@ -687,6 +687,24 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
         match event {
             LinkEvent::LinkUp { link, inbound } => {
                 let peer = link.peer().clone();
+                if peer.direction == Direction::Child {
+                    let board = tree.lock();
+                    if !board.children.contains_key(&peer.name)
+                        && board.children.len() >= palm_topology::CHILDREN_MAX
+                    {
+                        drop(board);
+                        warn!(
+                            child = peer.name,
+                            "refusing a child: this node has {} already",
+                            palm_topology::CHILDREN_MAX
+                        );
+                        link.close(&format!(
+                            "this node has {} children already (its bound); attach under a realm",
+                            palm_topology::CHILDREN_MAX
+                        ));
+                        continue;
+                    }
+                }
                 // Relay frames (enrollment, revocations) are served by link_relay.rs.
                 let inbound = match &tree.relay {
                     Some(relay) => relay.intercept(&tree, &link, inbound),

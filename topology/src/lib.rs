@@ -41,6 +41,11 @@ use palm_actors::json::Json;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// Bound on a node's direct children (every child it ever linked with is remembered, for
+/// routing to the jobs homed under it): beyond it, a new child's link is closed with the
+/// reason, and the tree grows through realms instead.
+pub const CHILDREN_MAX: usize = 4_096;
+
 /// Bound on forwarding hops: a request further than this from its home is refused (a
 /// tree deeper than this is a configuration error, a loop is a bug).
 pub const HOPS_MAX: u32 = 16;
