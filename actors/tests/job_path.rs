@@ -841,3 +841,121 @@ fn inline_sources_are_stored_once_per_text() {
     }
     assert_eq!(revisions, vec![1, 2, 1, 2, 1]);
 }
+
+#[test]
+fn ended_jobs_are_compacted_then_forgotten_in_bounded_steps() {
+    use palm_actors::interest::StartedBy;
+    use palm_actors::path::retention::{Collected, Retention};
+    use palm_actors::store::Table;
+    let mut host = Host::new();
+    // Three jobs that end, one started by key, and one parked on a wait.
+    let mut ended = Vec::new();
+    for i in 0..3 {
+        let submitted = host
+            .path
+            .submit(
+                host.now,
+                SubmitRequest {
+                    flow: FlowRef::Source {
+                        source: example("hello"),
+                        origin: "hello.yaml".into(),
+                    },
+                    input: Default::default(),
+                    args: Vec::new(),
+                    started_by: (i == 0).then(|| StartedBy {
+                        key: "intent-1".into(),
+                        cause: "a test".into(),
+                        depth: 0,
+                        chain: Vec::new(),
+                    }),
+                },
+                &*host.store,
+            )
+            .expect("submit");
+        host.commit();
+        let effect = host.claim().expect("hello's effect");
+        assert_eq!(
+            host.complete_run(&effect, 0, "hello\n"),
+            JobStatus::Succeeded
+        );
+        ended.push(submitted.job);
+    }
+    let parked = host.submit_source(&example("approval"), json!({})).job;
+    let build = host.claim().expect("build");
+    host.complete_run(&build, 0, "built\n");
+    assert_eq!(host.view(&parked).status, JobStatus::Waiting);
+
+    let t0 = host.now;
+    let retention = Retention {
+        journal_ms: 1_000,
+        summary_ms: Some(10_000),
+    };
+    let walk = |host: &mut Host, now: u64| {
+        let mut total = Collected::default();
+        let mut cursor: Option<String> = None;
+        let mut steps = 0;
+        loop {
+            let step = host
+                .path
+                .collect(&*host.store, now, retention, cursor.as_deref(), 2)
+                .expect("collect");
+            host.commit();
+            steps += 1;
+            total.add(&step);
+            cursor = step.cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        (total, steps)
+    };
+
+    // Too early: nothing goes.
+    let (early, _) = walk(&mut host, t0 + 500);
+    assert_eq!((early.compacted, early.forgotten), (0, 0));
+
+    // After the journal's retention: journals go, summaries stay, the parked job is
+    // untouched; two jobs per step means several steps.
+    let (compacted, steps) = walk(&mut host, t0 + 2_000);
+    assert_eq!(compacted.compacted, 3);
+    assert_eq!(compacted.forgotten, 0);
+    assert!(compacted.events_removed >= 3 * 4, "{compacted:?}");
+    assert!(steps >= 3, "bounded steps: {steps}");
+    for job in &ended {
+        let view = host.view(job);
+        assert!(view.compacted, "{job} compacted");
+        assert_eq!(view.status, JobStatus::Succeeded);
+        assert!(
+            host.path
+                .journal(&*host.store, job)
+                .expect("journal")
+                .is_empty()
+        );
+    }
+    assert!(!host.view(&parked).compacted);
+    // Compacting again removes nothing more, and what is compacted survives a restart.
+    let (again, _) = walk(&mut host, t0 + 3_000);
+    assert_eq!((again.compacted, again.events_removed), (0, 0));
+    let mut host = host.restart();
+    assert!(host.view(&ended[1]).compacted);
+
+    // After the summary's retention: forgotten, with the start key that named one.
+    let (forgotten, _) = walk(&mut host, t0 + 20_000);
+    assert_eq!(forgotten.forgotten, 3);
+    for job in &ended {
+        assert!(host.path.record(&*host.store, job).expect("read").is_none());
+    }
+    // The start key goes once its job's removal is committed: here, in the same walk
+    // (each step commits); a second walk finds nothing more.
+    let (starts, _) = walk(&mut host, t0 + 20_000);
+    assert_eq!((forgotten.starts_removed, starts.starts_removed), (1, 0));
+    assert_eq!(
+        host.store.get(Table::Starts, b"intent-1").expect("read"),
+        None
+    );
+    assert_eq!(
+        host.view(&parked).status,
+        JobStatus::Waiting,
+        "a live job stays"
+    );
+}

@@ -182,6 +182,22 @@ pub enum Request {
         /// The child's name.
         name: String,
     },
+    /// One bounded step of job retention (`palm jobs gc` repeats it until `cursor` comes
+    /// back empty): ended jobs older than `journal_ms` keep only their summary, older
+    /// than `summary_ms` (absent: for ever) they are forgotten.
+    JobsGc {
+        /// Where to continue (from the previous step's answer); absent: the beginning.
+        #[serde(default)]
+        cursor: Option<String>,
+        /// Keep an ended job's journal this long (ms).
+        journal_ms: u64,
+        /// Keep an ended job's summary this long (ms); absent: for ever.
+        #[serde(default)]
+        summary_ms: Option<u64>,
+        /// Jobs visited in this step (bounded by the node).
+        #[serde(default)]
+        budget: Option<usize>,
+    },
 }
 
 impl Request {

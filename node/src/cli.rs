@@ -25,6 +25,26 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `palm jobs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Collect ended jobs: older than the journal's retention they keep only their
+    /// summary; older than the summary's, they are forgotten. Defaults come from
+    /// `retention:` in palm.yaml (journal 30d, summary 365d).
+    Gc(JobsGcArgs),
+}
+
+/// `palm jobs gc`.
+#[derive(Debug, Args)]
+pub struct JobsGcArgs {
+    /// Keep ended jobs' journals this long (e.g. 7d, 12h, 0s).
+    #[arg(long, value_name = "DURATION")]
+    pub keep: Option<String>,
+    /// Keep ended jobs' summaries this long, or `forever`.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_summaries: Option<String>,
+}
+
 /// Commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -39,8 +59,12 @@ pub enum Command {
         /// Job id.
         job: String,
     },
-    /// List jobs.
+    /// List jobs (`palm jobs gc` collects ended ones).
+    #[command(args_conflicts_with_subcommands = true)]
     Jobs {
+        /// `gc`.
+        #[command(subcommand)]
+        command: Option<JobsCommand>,
         /// Only jobs with this status (pending, running, waiting, succeeded, failed, cancelled).
         #[arg(long)]
         status: Option<String>,

@@ -36,7 +36,15 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
             print(&ctx, &view, output::print_status);
             Ok(Code::Ok)
         }
-        Command::Jobs { status, limit } => {
+        Command::Jobs {
+            command: Some(crate::cli::JobsCommand::Gc(args)),
+            ..
+        } => crate::jobs_cmd::gc(&ctx, args).await,
+        Command::Jobs {
+            command: None,
+            status,
+            limit,
+        } => {
             let jobs = one_call(&ctx, Access::Read, Request::Jobs { status, limit }).await?;
             print(&ctx, &jobs, output::print_jobs);
             Ok(Code::Ok)
@@ -436,6 +444,7 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
     if let Some(lease_ms) = config.lease_ms {
         settings.lease_ms = lease_ms;
     }
+    settings.retention = config.retention.unwrap_or_default();
     let (profile, name, plan) = crate::link::plan(
         &ctx.data,
         &crate::link::UpTree {

@@ -17,6 +17,7 @@ use palm_node::{config, control, genome, link, node, providers, sys, tokens};
 #[cfg(feature = "intel")]
 mod intel_cmd;
 mod interests_cmd;
+mod jobs_cmd;
 mod output;
 mod places_cmd;
 mod sim_cmd;

@@ -4,7 +4,9 @@
 //! (workloads the node spawns or adopts; the format is `palm_actors::place::spec`'s) and
 //! `link` (tunnel timings and bounds: `keepalive_ms`, `idle_timeout_ms`,
 //! `backoff_ms_min`, `backoff_ms_max`, `frame_len_max`, `requests_in_flight_max`) and
-//! `providers` (`file: {root: DIR}`).
+//! `providers` (`file: {root: DIR}`) and `retention` (how long ended jobs are kept:
+//! `retention: 7d` for their journals, or `retention: {journal: 7d, summary: 90d}`, where
+//! `summary` may be `forever`).
 
 use crate::exit::CliError;
 use palm_actors::definition::yaml::{self, Value};
@@ -27,6 +29,8 @@ pub struct NodeConfig {
     pub providers: crate::genome::provider::ProviderSettings,
     /// Lease on a claimed effect (ms); a holder that goes silent loses it after this.
     pub lease_ms: Option<u64>,
+    /// How long ended jobs are kept (`retention:`).
+    pub retention: Option<palm_actors::path::retention::Retention>,
 }
 
 /// Loads `explicit`, else `DIR/palm.yaml` if it exists, else defaults.
@@ -52,6 +56,54 @@ pub fn load(data: &Path, explicit: Option<&Path>) -> Result<NodeConfig, CliError
     let text = std::fs::read_to_string(&path)
         .map_err(|e| CliError::usage("config", format!("cannot read {}: {e}", path.display())))?;
     parse(&text, &path.display().to_string())
+}
+
+/// `retention: DURATION` (journals; summaries keep their default) or
+/// `retention: {journal: DURATION, summary: DURATION | forever}`.
+fn retention(
+    value: &palm_actors::definition::yaml::Spanned,
+) -> Result<palm_actors::path::retention::Retention, (palm_actors::definition::Span, String)> {
+    use palm_actors::definition::parse_duration_ms;
+    use palm_actors::path::retention::Retention;
+    let duration = |v: &palm_actors::definition::yaml::Spanned, what: &str| {
+        v.as_str().and_then(parse_duration_ms).ok_or_else(|| {
+            (
+                v.span,
+                format!("`{what}` must be a duration like 7d, 12h or 30m"),
+            )
+        })
+    };
+    let mut kept = Retention::default();
+    match &value.value {
+        Value::Map(fields) => {
+            for (field, setting) in fields {
+                match field.as_str().unwrap_or_default() {
+                    "journal" => kept.journal_ms = duration(setting, "retention.journal")?,
+                    "summary" if setting.as_str() == Some("forever") => kept.summary_ms = None,
+                    "summary" => {
+                        kept.summary_ms = Some(duration(setting, "retention.summary")?);
+                    }
+                    other => {
+                        return Err((
+                            field.span,
+                            format!("unknown key `retention.{other}`; known: journal, summary"),
+                        ));
+                    }
+                }
+            }
+        }
+        _ => kept.journal_ms = duration(value, "retention")?,
+    }
+    if kept
+        .summary_ms
+        .is_some_and(|summary| summary < kept.journal_ms)
+    {
+        return Err((
+            value.span,
+            "`retention.summary` must be at least `retention.journal` (a summary outlives its journal)".into(),
+        ));
+    }
+    Ok(kept)
 }
 
 fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
@@ -146,6 +198,9 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                     ));
                 }
             }
+            "retention" => {
+                config.retention = Some(retention(value).map_err(|(span, m)| at(span, m))?)
+            }
             "lease_ms" => match value.value {
                 Value::Int(n) if n >= 500 => config.lease_ms = Some(n as u64),
                 _ => return Err(at(value.span, "`lease_ms` must be an integer ≥ 500".into())),
@@ -182,7 +237,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 return Err(at(
                     key.span,
                     format!(
-                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, lease_ms"
+                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, lease_ms, retention"
                     ),
                 ));
             }
@@ -228,7 +283,7 @@ mod tests {
         let err = parse("name: box\nseets: 3\n", "palm.yaml").unwrap_err();
         assert_eq!(
             err.message,
-            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, lease_ms"
+            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, lease_ms, retention"
         );
         assert!(parse("seats: 0\n", "palm.yaml").is_err());
         let config = parse(

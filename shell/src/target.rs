@@ -147,6 +147,7 @@ impl Target {
         if let Some(lease_ms) = config.lease_ms {
             settings.lease_ms = lease_ms;
         }
+        settings.retention = config.retention.unwrap_or_default();
         let options = BootOptions {
             data: data.to_owned(),
             name: config.name.unwrap_or_else(crate::config::default_node_name),

@@ -14,6 +14,7 @@
 //! store trait.
 
 pub mod records;
+pub mod retention;
 
 use crate::bt::{CompileError, EffectRequest, NodeView, Outcome, Parked, Program};
 use crate::definition::{self, Definition, Diagnostic};
@@ -356,6 +357,10 @@ pub struct JobView {
     /// The tree with every node's status.
     #[serde(skip)]
     pub tree: Option<NodeView>,
+    /// The job ended long enough ago that only its summary is kept (no input, state,
+    /// effects or tree; see `retention`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
 }
 
 enum Internal {
@@ -408,8 +413,11 @@ pub struct JobPath {
     queue: VecDeque<Internal>,
     /// `on:` triggers and their pending start intents.
     interests: Interests,
-    /// Start keys written since the store was opened (older ones are read from it).
+    /// Start keys written into the batch being built, and into the one taken before it
+    /// (whose commit may still be in flight); older ones are read from the store. Kept
+    /// to two batches, so a node that starts jobs by key for months does not grow.
     starts: HashMap<String, String>,
+    starts_taken: HashMap<String, String>,
     /// Process groups running effects' commands (see [`records::RunningGroup`]). At open,
     /// every entry is a leftover of the previous life.
     groups: BTreeMap<String, RunningGroup>,
@@ -520,6 +528,7 @@ impl JobPath {
             mutation: None,
             interests: Interests::open(store)?,
             starts: HashMap::new(),
+            starts_taken: HashMap::new(),
             queue: VecDeque::new(),
             groups: BTreeMap::new(),
         };
@@ -722,6 +731,9 @@ impl JobPath {
     /// Takes the writes made since the last call. Commit and flush them before acting on
     /// notices or acknowledging anything.
     pub fn take_batch(&mut self) -> WriteBatch {
+        // The batch before this one is committed by now (a host commits its batches in
+        // order, one at a time): its start keys are readable from the store.
+        self.starts_taken = std::mem::take(&mut self.starts);
         std::mem::take(&mut self.batch)
     }
 
@@ -976,7 +988,7 @@ impl JobPath {
 
     /// The job a start key started, if any.
     pub fn started_job(&self, store: &dyn Store, key: &str) -> Result<Option<String>, StoreError> {
-        if let Some(job) = self.starts.get(key) {
+        if let Some(job) = self.starts.get(key).or_else(|| self.starts_taken.get(key)) {
             return Ok(Some(job.clone()));
         }
         Ok(store
@@ -1865,7 +1877,13 @@ impl JobPath {
             return Ok(None);
         };
         let events = read_journal(store, id)?;
-        match self.replay(id, &events) {
+        let compacted = events.is_empty() && record.status.is_terminal();
+        let replayed = if compacted {
+            Err(None)
+        } else {
+            self.replay(id, &events).map_err(Some)
+        };
+        match replayed {
             Ok(core) => Ok(Some(self.view_of(&core))),
             Err(err) => Ok(Some(JobView {
                 job: record.id,
@@ -1876,11 +1894,11 @@ impl JobPath {
                 waiting_on: Vec::new(),
                 input: serde_json::Value::Null,
                 state: serde_json::Value::Null,
-                error: Some(
-                    record
-                        .error
-                        .unwrap_or_else(|| format!("cannot replay: {err}")),
-                ),
+                error: match (record.error, err) {
+                    (Some(error), _) => Some(error),
+                    (None, Some(err)) => Some(format!("cannot replay: {err}")),
+                    (None, None) => None,
+                },
                 effects: Vec::new(),
                 parent: record.parent,
                 started_by: None,
@@ -1888,6 +1906,7 @@ impl JobPath {
                 updated_at: record.updated_at,
                 seq: record.seq,
                 tree: None,
+                compacted,
             })),
         }
     }
@@ -1910,6 +1929,7 @@ impl JobPath {
             updated_at: core.updated_at(),
             seq: core.seq(),
             tree: Some(core.tree()),
+            compacted: false,
         }
     }
 

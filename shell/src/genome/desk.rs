@@ -217,6 +217,26 @@ impl Desk {
                 let matched = self.path.emit(now, &event, data);
                 Response::ok(json!({"event": event, "matched": matched}))
             }
+            Request::JobsGc {
+                cursor,
+                journal_ms,
+                summary_ms,
+                budget,
+            } => {
+                use palm_actors::path::retention::{GC_BUDGET_DEFAULT, GC_BUDGET_MAX, Retention};
+                let retention = Retention {
+                    journal_ms,
+                    summary_ms,
+                };
+                let budget = budget.unwrap_or(GC_BUDGET_DEFAULT).min(GC_BUDGET_MAX);
+                match self
+                    .path
+                    .collect(&*store, now, retention, cursor.as_deref(), budget)
+                {
+                    Ok(step) => Response::ok(serde_json::to_value(step).unwrap_or_default()),
+                    Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
+                }
+            }
             Request::Tree => {
                 // Only reached offline: a running node answers from its tree organ.
                 return Answer::AfterCommit(Response::ok(json!({

@@ -30,6 +30,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tracing::{debug, error, info, warn};
 
 /// Messages the kernel handles.
@@ -108,6 +109,13 @@ pub enum KernelMsg {
         /// Fencing token of the claim it ran under.
         token: u64,
     },
+    /// One step of job retention (see `palm_actors::path::retention`), from `cursor`; the
+    /// next step follows at once until the walk is done, then again after
+    /// [`COLLECT_EVERY_MS`].
+    Collect {
+        /// Where this step starts.
+        cursor: Option<String>,
+    },
     /// Timers, leases, yielded jobs or interests are due.
     Tick,
     /// A place changed state (interests may listen to it).
@@ -126,6 +134,11 @@ pub enum KernelMsg {
 }
 
 type Deferred = Box<dyn FnOnce() + Send>;
+
+/// The first retention walk starts this long after boot (not during recovery).
+pub const COLLECT_FIRST_MS: u64 = 60_000;
+/// Then a walk every hour.
+pub const COLLECT_EVERY_MS: u64 = 3_600_000;
 
 /// The kernel actor (behaviour only; see [`KernelState`]).
 pub struct Kernel;
@@ -212,6 +225,11 @@ impl Actor for Kernel {
             .places
             .tell(PlacesMsg::ActiveJobs(state.desk.path.active_job_places()));
         genome.set_kernel(Some(myself.clone()));
+        if !genome.info.embedded {
+            myself.send_after(Duration::from_millis(COLLECT_FIRST_MS), || {
+                KernelMsg::Collect { cursor: None }
+            });
+        }
         // Recovered work: wake the seats and the timer wheel.
         genome.seats.notify.notify_waiters();
         let _ = myself.cast(KernelMsg::Tick);
@@ -362,6 +380,34 @@ impl Actor for Kernel {
             KernelMsg::Release { key, token } => {
                 if let Err(err) = state.host.release(&mut state.desk.path, &key, token) {
                     debug!(key, error = %err, "release refused");
+                }
+            }
+            KernelMsg::Collect { cursor } => {
+                let store = Arc::clone(&state.desk.store);
+                let retention = state.genome.settings.retention;
+                let step = state.desk.path.collect(
+                    &*store,
+                    now,
+                    retention,
+                    cursor.as_deref(),
+                    palm_actors::path::retention::GC_BUDGET_DEFAULT,
+                );
+                match &step {
+                    Ok(step) if step.compacted + step.forgotten + step.starts_removed > 0 => {
+                        debug!(?step, "retention step");
+                    }
+                    Ok(_) => {}
+                    Err(err) => warn!(error = %err, "retention step failed; retrying later"),
+                }
+                match step.ok().and_then(|s| s.cursor) {
+                    Some(cursor) => myself.cast(KernelMsg::Collect {
+                        cursor: Some(cursor),
+                    })?,
+                    None => {
+                        myself.send_after(Duration::from_millis(COLLECT_EVERY_MS), || {
+                            KernelMsg::Collect { cursor: None }
+                        });
+                    }
                 }
             }
             KernelMsg::Tick => {

@@ -93,6 +93,8 @@ pub struct NodeSettings {
     pub places: Vec<palm_actors::place::PlaceSpec>,
     /// Provider settings (`providers:`).
     pub providers: provider::ProviderSettings,
+    /// How long ended jobs are kept (`retention:`); the kernel collects them hourly.
+    pub retention: palm_actors::path::retention::Retention,
 }
 
 impl Default for NodeSettings {
@@ -105,6 +107,7 @@ impl Default for NodeSettings {
             capabilities: Vec::new(),
             places: Vec::new(),
             providers: Default::default(),
+            retention: Default::default(),
         }
     }
 }
