@@ -11,7 +11,7 @@
 mod support;
 
 use palm_actors::job::JobStatus;
-use palm_actors::path::records::FORMAT;
+use palm_actors::path::records::{FORMAT, FORMATS_READ};
 use palm_actors::store::{MemoryStore, Store, Table, WriteBatch};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -90,11 +90,13 @@ fn the_store_format_is_what_the_golden_file_says() {
     }
 }
 
-#[test]
-fn a_store_in_the_golden_format_opens_and_reads_back() {
-    let golden = std::fs::read_to_string(golden_path()).expect("golden file");
+/// Loads a golden file into a fresh store, opens it, and checks the scenario's two jobs
+/// read back (their ids are the file's own: a store keeps its tag).
+fn reads_back(file: &std::path::Path) -> Arc<MemoryStore> {
+    let golden = std::fs::read_to_string(file).expect("golden file");
     let store = Arc::new(MemoryStore::durable());
     let mut batch = WriteBatch::new();
+    let mut jobs = Vec::new();
     for line in golden.lines() {
         let mut parts = line.split(' ');
         let (table, key, value) = (
@@ -106,17 +108,49 @@ fn a_store_in_the_golden_format_opens_and_reads_back() {
             .into_iter()
             .find(|t| t.name() == table)
             .unwrap_or_else(|| panic!("unknown table {table}"));
+        if table == Table::Jobs {
+            jobs.push(String::from_utf8(unhex(key)).expect("a job id"));
+        }
         batch.put(table, unhex(key), unhex(value));
     }
     store.commit(&batch).expect("commit");
+    jobs.sort_by_key(|id| {
+        id.rsplit_once('-')
+            .map(|(_, n)| n.parse::<u64>().unwrap_or(0))
+    });
+    let [hello, approval] = jobs.as_slice() else {
+        panic!("the scenario holds two jobs: {jobs:?}");
+    };
     let mut host = Host::open(Arc::clone(&store), support::T0);
-    let mut fresh = Host::new();
-    let (hello, approval) = scenario(&mut fresh);
-    assert_eq!(host.view(&hello).status, JobStatus::Succeeded);
-    assert_eq!(host.view(&hello).state["greeting"], "hello world");
-    let parked = host.view(&approval);
+    assert_eq!(host.view(hello).status, JobStatus::Succeeded);
+    assert_eq!(host.view(hello).state["greeting"], "hello world");
+    let parked = host.view(approval);
     assert_eq!(parked.status, JobStatus::Waiting);
     assert_eq!(parked.state["build"]["stdout"], "building\n");
+    store
+}
+
+#[test]
+fn a_store_in_the_golden_format_opens_and_reads_back() {
+    reads_back(&golden_path());
+}
+
+/// Every older format this build still reads: its golden file opens, reads back, and is
+/// marked as this build's format by its first write.
+#[test]
+fn older_formats_still_open_and_are_upgraded_on_write() {
+    for format in FORMATS_READ.iter().filter(|f| **f != FORMAT) {
+        let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/golden/{}.txt", format.replace('/', "-")));
+        let store = reads_back(&file);
+        let mut host = Host::open(Arc::clone(&store), support::T0);
+        host.commit();
+        assert_eq!(
+            store.get(Table::Meta, b"format").expect("read"),
+            Some(FORMAT.as_bytes().to_vec()),
+            "{format} is marked {FORMAT} once written"
+        );
+    }
 }
 
 /// The `groups` table (added within format 2: an older store simply has it empty, and

@@ -158,6 +158,23 @@ pub fn started_with_env(pid: u32, name: &str, value: &str) -> bool {
         .any(|entry| entry == wanted.as_bytes())
 }
 
+/// 64 random bits from the system (/dev/urandom), for what must differ between nodes
+/// started at the same instant with the same pid (a new store's tag: containers all run
+/// as pid 1). Falls back to the clock and pid where the device cannot be read.
+pub fn random_u64() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)) {
+        Ok(()) => u64::from_le_bytes(bytes),
+        Err(_) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            now ^ (u64::from(std::process::id()) << 32)
+        }
+    }
+}
+
 /// This machine's host name, for the default node name.
 pub fn hostname() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;

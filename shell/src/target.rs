@@ -85,7 +85,7 @@ fn open_desk(store: Arc<dyn Store>, data: &Path) -> Result<Desk, CliError> {
         node: crate::config::default_node_name(),
         ..JobPathConfig::default()
     };
-    let (path, _) = JobPath::open(&*store, config, now_ms())
+    let (path, _) = JobPath::open(&*store, config, crate::sys::random_u64())
         .map_err(|e| CliError::failure("store", format!("cannot open the job path: {e}")))?;
     Ok(Desk {
         path,

@@ -433,16 +433,20 @@ pub fn store_tag(store: &dyn Store) -> Option<String> {
         .map(|tag| String::from_utf8_lossy(&tag).into_owned())
 }
 
+/// Characters in a new store's tag: 13 × 5 bits carry all 64 bits of the seed.
+pub const TAG_CHARS: usize = 13;
+
+/// A new store's tag from `seed` (the host draws it from the system's random source):
+/// distinct seeds give distinct tags.
 fn tag_from_seed(seed: u64) -> String {
     const ALPHABET: &[u8; 32] = b"abcdefghijkmnpqrstuvwxyz23456789";
-    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
-    (0..4)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ALPHABET[(x % 32) as usize] as char
-        })
+    // A bijective mix (splitmix64's finaliser), then 5 bits per character.
+    let mut x = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    (0..TAG_CHARS)
+        .map(|i| ALPHABET[((x >> (5 * i)) & 31) as usize] as char)
         .collect()
 }
 
@@ -474,14 +478,29 @@ impl JobPath {
         let mut report = OpenReport::default();
         let mut batch = WriteBatch::new();
         let tag = match store.get(Table::Meta, records::META_FORMAT)? {
-            Some(format) if format != records::FORMAT.as_bytes() => {
+            Some(format)
+                if !records::FORMATS_READ
+                    .iter()
+                    .any(|known| known.as_bytes() == format) =>
+            {
                 return Err(OpenError::Format {
                     found: String::from_utf8_lossy(&format).into_owned(),
                     expected: records::FORMAT.to_owned(),
                 });
             }
-            Some(_) => match store.get(Table::Meta, records::META_TAG)? {
-                Some(tag) => String::from_utf8_lossy(&tag).into_owned(),
+            Some(format) => match store.get(Table::Meta, records::META_TAG)? {
+                Some(tag) => {
+                    if format != records::FORMAT.as_bytes() {
+                        // An older format this build reads: from the next write on, the
+                        // store is this build's (nothing stored needs converting).
+                        batch.put(
+                            Table::Meta,
+                            records::META_FORMAT.to_vec(),
+                            records::FORMAT.as_bytes().to_vec(),
+                        );
+                    }
+                    String::from_utf8_lossy(&tag).into_owned()
+                }
                 None => {
                     return Err(OpenError::Store(StoreError::Corrupt(
                         "store has a format but no tag".to_owned(),

@@ -175,7 +175,7 @@ pub fn open_path(genome: &Genome) -> Result<JobPath, ActorProcessingErr> {
         node: genome.info.name.clone(),
         lease_ms: genome.settings.lease_ms,
     };
-    let seed = now_ms() ^ (u64::from(std::process::id()) << 32);
+    let seed = crate::sys::random_u64();
     let (path, report) = JobPath::open(&*genome.store, config, seed)?;
     info!(
         definitions = report.definitions,
