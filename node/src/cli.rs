@@ -473,3 +473,184 @@ pub struct BenchJobsArgs {
     #[arg(long)]
     pub seats: Option<usize>,
 }
+
+#[cfg(test)]
+mod tests {
+    //! The docs test: every `palm ...` command line in README.md and docs/*.md parses with
+    //! this CLI (a renamed flag, a removed command, or two flags clashing, like `emit
+    //! --data` once did with the global `--data`, fails here, naming the file and line).
+
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    const DOCS: [(&str, &str); 6] = [
+        ("README.md", include_str!("../../README.md")),
+        (
+            "docs/ARCHITECTURE.md",
+            include_str!("../../docs/ARCHITECTURE.md"),
+        ),
+        ("docs/flows.md", include_str!("../../docs/flows.md")),
+        ("docs/intel.md", include_str!("../../docs/intel.md")),
+        ("docs/mcp.md", include_str!("../../docs/mcp.md")),
+        ("docs/mcp-card.md", include_str!("../../docs/mcp-card.md")),
+    ];
+
+    /// Splits a shell command line into words: single and double quotes, backslash
+    /// escapes in double quotes, `#` comments outside quotes; a trailing `&` dropped.
+    fn words(line: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let mut in_word = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' => {
+                    in_word = true;
+                    for q in chars.by_ref() {
+                        if q == '\'' {
+                            break;
+                        }
+                        word.push(q);
+                    }
+                }
+                '"' => {
+                    in_word = true;
+                    while let Some(q) = chars.next() {
+                        match q {
+                            '"' => break,
+                            '\\' => word.extend(chars.next()),
+                            other => word.push(other),
+                        }
+                    }
+                }
+                '#' if !in_word => break,
+                c if c.is_whitespace() => {
+                    if in_word {
+                        words.push(std::mem::take(&mut word));
+                        in_word = false;
+                    }
+                }
+                other => {
+                    in_word = true;
+                    word.push(other);
+                }
+            }
+        }
+        if in_word {
+            words.push(word);
+        }
+        if words.last().is_some_and(|w| w == "&") {
+            words.pop();
+        }
+        words
+    }
+
+    /// `(line number, command line, whole)` for every line starting with `palm ` inside a code
+    /// block (backslash continuations joined; `whole`: it must parse as it stands), and
+    /// every `palm ...` span in backticks in prose.
+    fn command_lines(text: &str) -> Vec<(usize, String, bool)> {
+        let mut found = Vec::new();
+        let mut in_code = false;
+        let mut lines = text.lines().enumerate();
+        while let Some((at, line)) = lines.next() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            let command = trimmed.strip_prefix("$ ").unwrap_or(trimmed);
+            if !in_code || !command.starts_with("palm ") {
+                continue;
+            }
+            let mut joined = command.to_owned();
+            while joined.trim_end().ends_with('\\') {
+                let trimmed = joined.trim_end();
+                joined = trimmed[..trimmed.len() - 1].to_owned();
+                match lines.next() {
+                    Some((_, next)) => joined.push_str(next),
+                    None => break,
+                }
+            }
+            found.push((at + 1, joined, true));
+        }
+        // Prose (fenced blocks blanked, line numbers kept): every `palm ...` span in
+        // backticks, even one that wraps onto the next line.
+        let mut prose = String::new();
+        let mut in_code = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            } else if !in_code {
+                prose.push_str(line);
+            }
+            prose.push('\n');
+        }
+        let mut at = 1;
+        for (i, span) in prose.split('`').enumerate() {
+            if i % 2 == 1 && span.starts_with("palm ") {
+                found.push((at, span.replace('\n', " "), false));
+            }
+            at += span.matches('\n').count();
+        }
+        found
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_documented_command_line_parses() {
+        let mut checked = 0;
+        for (file, text) in DOCS {
+            for (line, command, whole) in command_lines(text) {
+                // A synopsis (`[--probe URL]`, `observe|edit`, `ARG...`) is read with
+                // its optional parts in and the first of each choice.
+                let words: Vec<String> = words(&command)
+                    .into_iter()
+                    .map(|w| w.replace(['[', ']'], ""))
+                    .map(|w| match w.split_once('|') {
+                        Some((first, _)) if !w.starts_with('{') => first.to_owned(),
+                        _ => w,
+                    })
+                    .filter(|w| !w.is_empty() && w != "..." && w != "…")
+                    .collect();
+                if let Err(err) = Cli::try_parse_from(&words) {
+                    // Prose may name a command without its arguments ("`palm flows
+                    // trace` prints..."); anything else is a wrong line.
+                    let naming = matches!(
+                        err.kind(),
+                        clap::error::ErrorKind::MissingRequiredArgument
+                            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                            | clap::error::ErrorKind::MissingSubcommand
+                    );
+                    if whole || !naming {
+                        panic!("{file}:{line}: `{command}` does not parse:\n{err}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(
+            checked >= 30,
+            "the docs show at least 30 command lines ({checked})"
+        );
+    }
+
+    #[test]
+    fn the_word_splitter_reads_quotes_comments_and_background() {
+        assert_eq!(
+            words(r#"palm continue JOB --input '{"ok": true}' --key "a b" &  # ships it"#),
+            vec![
+                "palm",
+                "continue",
+                "JOB",
+                "--input",
+                r#"{"ok": true}"#,
+                "--key",
+                "a b"
+            ]
+        );
+    }
+}
