@@ -98,12 +98,36 @@ fn cache() -> std::sync::MutexGuard<'static, Cache> {
 /// (minijinja 2.24 panics with "empty lexer stack" on `a}}.b` as an expression; found by
 /// the `flow_parse` fuzz target.)
 fn engine<T>(run: impl FnOnce() -> Result<T, minijinja::Error>) -> Result<T, TemplateError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+    quiet_panics_in_engine();
+    ENGINE_RUNNING.with(|running| running.set(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    ENGINE_RUNNING.with(|running| running.set(false));
+    match outcome {
         Ok(result) => result.map_err(TemplateError::from_minijinja),
         Err(_) => Err(TemplateError::new(
             "the template engine failed on this text (an engine bug; rewrite the expression)",
         )),
     }
+}
+
+thread_local! {
+    /// Set while this thread is inside the template engine.
+    static ENGINE_RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Wraps the process's panic hook (once) so a panic inside the engine, which [`engine`]
+/// turns into an error, does not also print a panic report: every other panic is
+/// reported by the hook that was there before.
+fn quiet_panics_in_engine() {
+    static WRAPPED: std::sync::Once = std::sync::Once::new();
+    WRAPPED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !ENGINE_RUNNING.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
 }
 
 fn compile_expression(source: &str) -> Result<CompiledExpression, TemplateError> {
