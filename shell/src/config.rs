@@ -4,7 +4,7 @@
 //! (workloads the node spawns or adopts; the format is `palm_actors::place::spec`'s) and
 //! `link` (tunnel timings and bounds: `keepalive_ms`, `idle_timeout_ms`,
 //! `backoff_ms_min`, `backoff_ms_max`, `frame_len_max`, `requests_in_flight_max`) and
-//! `providers` (`file: {root: DIR}`) and `retention` (how long ended jobs are kept:
+//! `providers` (`file: {root: DIR}`, `http: {ca: FILE}`) and `retention` (how long ended jobs are kept:
 //! `retention: 7d` for their journals, or `retention: {journal: 7d, summary: 90d}`, where
 //! `summary` may be `forever`).
 
@@ -224,10 +224,22 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                                     })?;
                             config.providers.file_root = Some(std::path::PathBuf::from(root));
                         }
+                        "http" => {
+                            let ca = settings.get("ca").and_then(|r| r.as_str()).ok_or_else(
+                                || {
+                                    at(
+                                        settings.span,
+                                        "`providers.http` takes `ca: FILE` (PEM certificates to trust)"
+                                            .into(),
+                                    )
+                                },
+                            )?;
+                            config.providers.http_ca = Some(std::path::PathBuf::from(ca));
+                        }
                         other => {
                             return Err(at(
                                 name.span,
-                                format!("unknown provider setting `{other}`; known: file"),
+                                format!("unknown provider setting `{other}`; known: file, http"),
                             ));
                         }
                     }

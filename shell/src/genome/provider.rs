@@ -61,6 +61,8 @@ pub trait Provider: Send + Sync {
 pub struct ProviderSettings {
     /// The `file` provider's root [default: DIR/files].
     pub file_root: Option<PathBuf>,
+    /// PEM certificates the `http` provider trusts besides Mozilla's roots.
+    pub http_ca: Option<PathBuf>,
 }
 
 /// The providers a node offers, by name.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// The registry of the built-in providers for a node on `data`.
 pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry {
     let mut registry = Registry::default();
-    registry.register(Arc::new(http::Http));
+    registry.register(Arc::new(http::Http::new(settings.http_ca.clone())));
     registry.register(Arc::new(file::Files::new(
         settings
             .file_root
