@@ -116,6 +116,12 @@ pub fn print_status(out: &Output, view: &Value) {
             println!("    {}", out.dim(why));
         }
     }
+    if view["compacted"] == true {
+        println!(
+            "  {}",
+            out.dim("compacted: ended long enough ago that only its summary is kept (retention)")
+        );
+    }
     if let Some(error) = view.get("error").and_then(Value::as_str) {
         println!("  error  {error}");
     }

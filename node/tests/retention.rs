@@ -47,6 +47,11 @@ fn gc_compacts_then_forgets_ended_jobs_and_leaves_the_rest() {
     let human = palm(data.path(), &["status", &ended]);
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(human.stdout.contains("succeeded"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("only its summary is kept"),
+        "{}",
+        human.stdout
+    );
 
     // Against a running node: summaries go too, the parked job stays.
     let node = Up::start(data.path(), &["--seats", "1"]);
