@@ -149,12 +149,14 @@ fn a_flow_that_triggers_itself_stops_at_the_depth_bound() {
     let up = Up::start(data.path(), &[]);
     assert_eq!(palm(data.path(), &["submit", "loop"]).code, 0);
     let expected = palm_actors::interest::DEPTH_MAX as usize + 1;
-    assert!(eventually(Duration::from_secs(15), || jobs_of(
-        data.path(),
-        "loop"
-    )
-    .len()
-        == expected));
+    let reached = eventually(Duration::from_secs(15), || {
+        jobs_of(data.path(), "loop").len() == expected
+    });
+    if !reached {
+        let count = jobs_of(data.path(), "loop").len();
+        let (_, stderr) = up.terminate();
+        panic!("{count} loop jobs, expected {expected}; the node said:\n{stderr}");
+    }
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
         jobs_of(data.path(), "loop").len(),

@@ -531,7 +531,13 @@ impl KernelState {
                 }
             }
         }
-        let _ = self.genome.deadline.send(self.desk.path.next_deadline());
+        // Only a changed deadline wakes the ticker.
+        let next = self.desk.path.next_deadline();
+        self.genome.deadline.send_if_modified(|old| {
+            let changed = *old != next;
+            *old = next;
+            changed
+        });
         // One commit is in flight at a time, in order: the batch carries its replies.
         let replies = self.host.carry(seal.seq);
         Sealed {

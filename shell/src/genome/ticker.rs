@@ -29,6 +29,11 @@ pub struct TickerState {
     /// The deadline a tick was last sent for: not ticked again until the kernel publishes
     /// a new one (or the heartbeat passes), so a slow kernel is not flooded.
     ticked_for: Option<u64>,
+    /// When the last tick was sent. The heartbeat counts from here, not from the last
+    /// wake-up: the kernel republishes its deadline at every commit, and a heartbeat
+    /// restarted by each of those never came while a client polled (a start due at the
+    /// very millisecond already ticked for waited for ever).
+    last_tick: std::time::Instant,
 }
 
 impl Actor for Ticker {
@@ -45,6 +50,7 @@ impl Actor for Ticker {
         Ok(TickerState {
             genome,
             ticked_for: None,
+            last_tick: std::time::Instant::now(),
         })
     }
 
@@ -61,11 +67,13 @@ impl Actor for Ticker {
         let mut deadlines = state.genome.deadline.subscribe();
         let next = *deadlines.borrow_and_update();
         let now = now_ms();
+        let heartbeat_ms =
+            HEARTBEAT_MS.saturating_sub(state.last_tick.elapsed().as_millis() as u64);
         let sleep_ms = match next {
             Some(deadline) if Some(deadline) != state.ticked_for => {
-                deadline.saturating_sub(now).min(HEARTBEAT_MS)
+                deadline.saturating_sub(now).min(heartbeat_ms)
             }
-            _ => HEARTBEAT_MS,
+            _ => heartbeat_ms,
         };
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {
@@ -73,6 +81,7 @@ impl Actor for Ticker {
                     let _ = kernel.cast(KernelMsg::Tick);
                 }
                 state.ticked_for = next;
+                state.last_tick = std::time::Instant::now();
             }
             _ = deadlines.changed() => {}
             // Shutdown: stop looping so the actor can stop at once.
