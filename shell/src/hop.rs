@@ -329,34 +329,13 @@ struct HopTask {
     projection: watch::Sender<Value>,
     refused: watch::Sender<Value>,
     here: Here,
-    /// Duties for peers waiting for a slot, oldest first.
-    duties: VecDeque<Duty>,
+    /// Duties for peers (the core's `Apply`, `Renew` and `Complete` outputs) waiting
+    /// for a slot, oldest first.
+    duties: VecDeque<HopOutput>,
     /// Duties running now (at most [`DUTIES_RUNNING_MAX`]).
     running: usize,
     /// Forwarded `wait`s running beside the pool, by serve id.
     parked: HashSet<u64>,
-}
-
-/// A kernel duty asked by a peer.
-enum Duty {
-    Apply {
-        serve: u64,
-        request: Json,
-    },
-    Renew {
-        serve: u64,
-        key: String,
-        token: u64,
-        holder: String,
-    },
-    Complete {
-        serve: u64,
-        key: String,
-        token: u64,
-        outcome: Outcome,
-        node: String,
-        holder: String,
-    },
 }
 
 impl HopTask {
@@ -508,17 +487,15 @@ impl HopTask {
                         let _ = waiting.send(Some(reply));
                     }
                 }
-                HopOutput::Apply { serve, request } => {
+                HopOutput::Apply { serve, ref request } => {
                     // A `wait` parks until its job settles (minutes): it must not hold a
                     // slot the renewals behind it need, so it runs beside the pool (the
                     // core bounds everything in flight through this node).
-                    let parks = request.0.get("op").and_then(Value::as_str) == Some("wait");
-                    let duty = Duty::Apply { serve, request };
-                    if parks {
+                    if request.0.get("op").and_then(Value::as_str) == Some("wait") {
                         self.parked.insert(serve);
-                        self.spawn_duty(genome, duty);
+                        self.spawn_duty(genome, output);
                     } else {
-                        self.duties.push_back(duty);
+                        self.duties.push_back(output);
                     }
                 }
                 HopOutput::Claim {
@@ -542,35 +519,8 @@ impl HopTask {
                         let _ = kernel.cast(KernelMsg::Release { key, token });
                     }
                 }
-                HopOutput::Renew {
-                    serve,
-                    key,
-                    token,
-                    holder,
-                } => {
-                    self.duties.push_back(Duty::Renew {
-                        serve,
-                        key,
-                        token,
-                        holder,
-                    });
-                }
-                HopOutput::Complete {
-                    serve,
-                    key,
-                    token,
-                    outcome,
-                    node,
-                    holder,
-                } => {
-                    self.duties.push_back(Duty::Complete {
-                        serve,
-                        key,
-                        token,
-                        outcome,
-                        node,
-                        holder,
-                    });
+                HopOutput::Renew { .. } | HopOutput::Complete { .. } => {
+                    self.duties.push_back(output);
                 }
                 HopOutput::Start { effect, home } => self.start(genome, effect, home),
                 HopOutput::Stop { key, token, reason } => {
@@ -598,50 +548,50 @@ impl HopTask {
         }
     }
 
-    fn spawn_duty(&self, genome: &Arc<Genome>, duty: Duty) {
+    fn spawn_duty(&self, genome: &Arc<Genome>, duty: HopOutput) {
         let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
-        {
-            match duty {
-                Duty::Apply { serve, request } => {
-                    let here = Arc::clone(&self.here);
-                    tokio::spawn(async move {
-                        let response = match serde_json::from_value::<Request>(request.0) {
-                            Ok(request) => here(genome, request).await,
-                            Err(err) => Response::err(ErrorBody::invalid(
-                                "invalid_request",
-                                format!("a forwarded request does not parse: {err}"),
-                            )),
-                        };
-                        let response = Json(serde_json::to_value(response).unwrap_or(Value::Null));
-                        let _ = inbox.send(HopIn::Applied { serve, response }).await;
-                    });
-                }
-                Duty::Renew {
-                    serve,
-                    key,
-                    token,
-                    holder,
-                } => {
-                    tokio::spawn(async move {
-                        let result = kernel_renew(&genome, &key, token, holder).await;
-                        let _ = inbox.send(HopIn::Renewed { serve, result }).await;
-                    });
-                }
-                Duty::Complete {
-                    serve,
-                    key,
-                    token,
-                    outcome,
-                    node,
-                    holder,
-                } => {
-                    tokio::spawn(async move {
-                        let result =
-                            kernel_complete(&genome, &key, token, outcome, &node, holder).await;
-                        let _ = inbox.send(HopIn::Completed { serve, result }).await;
-                    });
-                }
+        match duty {
+            HopOutput::Apply { serve, request } => {
+                let here = Arc::clone(&self.here);
+                tokio::spawn(async move {
+                    let response = match serde_json::from_value::<Request>(request.0) {
+                        Ok(request) => here(genome, request).await,
+                        Err(err) => Response::err(ErrorBody::invalid(
+                            "invalid_request",
+                            format!("a forwarded request does not parse: {err}"),
+                        )),
+                    };
+                    let response = Json(serde_json::to_value(response).unwrap_or(Value::Null));
+                    let _ = inbox.send(HopIn::Applied { serve, response }).await;
+                });
             }
+            HopOutput::Renew {
+                serve,
+                key,
+                token,
+                holder,
+            } => {
+                tokio::spawn(async move {
+                    let result = kernel_renew(&genome, &key, token, holder).await;
+                    let _ = inbox.send(HopIn::Renewed { serve, result }).await;
+                });
+            }
+            HopOutput::Complete {
+                serve,
+                key,
+                token,
+                outcome,
+                node,
+                holder,
+            } => {
+                tokio::spawn(async move {
+                    let result =
+                        kernel_complete(&genome, &key, token, outcome, &node, holder).await;
+                    let _ = inbox.send(HopIn::Completed { serve, result }).await;
+                });
+            }
+            // Only the three duties above are ever queued.
+            other => debug!("not a duty: {other:?}"),
         }
     }
 

@@ -14,9 +14,7 @@ use std::sync::Arc;
 pub fn run(data: &[u8]) {
     let store = Arc::new(MemoryStore::new());
     let config = JobPathConfig::default();
-    let Ok((path, _)) = JobPath::open(&*store, config.clone(), 1) else {
-        panic!("a fresh memory store opens");
-    };
+    let (path, _) = JobPath::open(&*store, config.clone(), 1).expect("a fresh memory store opens");
     let mut desk = Desk {
         path,
         store: Arc::clone(&store) as Arc<dyn Store>,
