@@ -5,9 +5,7 @@ use super::{
     Backoff, CallSpec, Definition, Diagnostic, InputField, Node, NodeKind, RunSpec, Span,
     SpawnSpec, Threshold, ValueTemplate, WaitSpec,
 };
-use crate::interest::{
-    CatchUp, Cron, EndFilter, InterestSpec, PlaceFilter, Trigger, When, parse_offset,
-};
+use crate::interest::{CatchUp, Cron, EndFilter, InterestSpec, PlaceFilter, Trigger, When, Zone};
 use crate::json::Json;
 use crate::jsonschema::Schema;
 use crate::template::{Expr, ROOT_NAMES, Template, TemplateError};
@@ -714,7 +712,7 @@ impl Parser {
             let text = node.as_str()?;
             if text.split_whitespace().count() >= 5 || text.starts_with('@') {
                 match Cron::parse(text) {
-                    Ok(cron) => Some(When::Cron(cron, 0)),
+                    Ok(cron) => Some(When::Cron(cron, Zone::Fixed(0))),
                     Err(err) => {
                         parser.error(node.span, format!("bad cron expression: {err}"), None);
                         None
@@ -740,7 +738,7 @@ impl Parser {
                     (None, Some(cron)) => {
                         let text = self.string(cron, "`cron`")?;
                         match Cron::parse(&text) {
-                            Ok(cron) => When::Cron(cron, 0),
+                            Ok(cron) => When::Cron(cron, Zone::Fixed(0)),
                             Err(err) => {
                                 self.error(cron.span, format!("bad cron expression: {err}"), None);
                                 return None;
@@ -756,14 +754,14 @@ impl Parser {
                         return None;
                     }
                     (None, None) => {
-                        self.error(node.span, "a schedule needs `every` or `cron`", Some("e.g. `schedule: {every: 5m}` or `schedule: {cron: \"0 9 * * mon-fri\", tz: \"+02:00\"}`".to_owned()));
+                        self.error(node.span, "a schedule needs `every` or `cron`", Some("e.g. `schedule: {every: 5m}` or `schedule: {cron: \"0 9 * * mon-fri\", tz: \"Europe/Paris\"}`".to_owned()));
                         return None;
                     }
                 };
                 if let Some(tz) = options.get("tz") {
                     let text = self.string(tz, "`tz`")?;
-                    match (&mut when, parse_offset(&text)) {
-                        (When::Cron(_, offset), Ok(minutes)) => *offset = minutes,
+                    match (&mut when, Zone::parse(&text)) {
+                        (When::Cron(_, zone), Ok(parsed)) => *zone = parsed,
                         (When::Every(_), Ok(_)) => {
                             self.error(tz.span, "`tz` applies to `cron` schedules", None)
                         }

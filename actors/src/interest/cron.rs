@@ -1,12 +1,20 @@
 //! Cron expressions: five fields (minute, hour, day of month, month, day of week) with
 //! `*`, lists, ranges, steps and names, or `@hourly` / `@daily` / `@weekly` / `@monthly`
-//! / `@yearly`, evaluated in a fixed UTC offset.
+//! / `@yearly`, evaluated in a [`Zone`]: a fixed UTC offset or a named zone.
 //!
 //! Day of month and day of week follow Vixie cron: when both are restricted, a day
-//! matching either fires. Time zones are fixed offsets (`UTC`, `+02:00`, `-0530`): named
-//! zones with daylight-saving rules would need the tz database, which the sans-IO core
-//! does not carry.
+//! matching either fires. Named zones (`Europe/Paris`) come from the tz database bundled
+//! into the binary (jiff), never from the host's files, so the same flow fires at the
+//! same instants on every node and in the simulator.
+//!
+//! Daylight saving in a named zone: a wall-clock time that does not exist (the hour
+//! skipped in spring) fires once, shifted forward by the gap (02:30 becomes 03:30); a
+//! wall-clock time that happens twice (the hour repeated in autumn) fires once, at its
+//! first occurrence, unless the expression fires every hour of the day (`*/15 * * * *`):
+//! such a schedule follows real time and fires in both passes, as cronie does.
 
+use jiff::Timestamp;
+use jiff::tz::{AmbiguousOffset, TimeZone};
 use serde::{Deserialize, Serialize};
 
 /// A parsed cron expression.
@@ -26,6 +34,9 @@ const MS_PER_MINUTE: u64 = 60_000;
 /// The search for the next firing gives up after this many days (a `30 2 31 2 *` never
 /// fires).
 const SEARCH_DAYS_MAX: i64 = 4 * 366;
+/// More than any zone's clock has ever jumped at once for daylight saving (the largest
+/// are 2 h), in ms.
+const DST_SHIFT_MAX_MS: i64 = 3 * 60 * MS_PER_MINUTE as i64;
 
 const MONTHS: [&str; 12] = [
     "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
@@ -133,6 +144,48 @@ impl Cron {
         }
     }
 
+    /// The first firing strictly after `after_ms` (ms since the epoch) in `zone`;
+    /// `None` if it never fires.
+    pub fn next_in(&self, after_ms: u64, zone: &Zone) -> Option<u64> {
+        let tz = match zone {
+            Zone::Fixed(offset) => return self.next_after(after_ms, *offset),
+            Zone::Named { tz, .. } => tz,
+        };
+        let after = i64::try_from(after_ms).ok()?;
+        // Search wall-clock minutes (written as if they were UTC) and map each match back
+        // to instants. Clocks move back by less than DST_SHIFT_MAX_MS, so the search starts
+        // that far behind `after`'s wall clock (the repeated hour's second pass lies there)
+        // and, once an instant is found, looks that far past it for an earlier one.
+        let from = as_utc_ms(tz.to_datetime(Timestamp::from_millisecond(after).ok()?))?;
+        let mut wall = from - DST_SHIFT_MAX_MS;
+        let limit = from + (SEARCH_DAYS_MAX + 1) * 1440 * MS_PER_MINUTE as i64;
+        let mut best: Option<i64> = None;
+        let every_hour = self.hours == (1 << 24) - 1;
+        loop {
+            wall = i64::try_from(self.next_after(u64::try_from(wall).ok()?, 0)?).ok()?;
+            if wall > limit || best.is_some_and(|b| wall > b + DST_SHIFT_MAX_MS * 2) {
+                break;
+            }
+            let civil = TimeZone::UTC.to_datetime(Timestamp::from_millisecond(wall).ok()?);
+            let ambiguous = tz.to_ambiguous_timestamp(civil);
+            // A schedule that fires every hour follows real time, so the repeated hour
+            // fires in both passes; a fixed time of day fires once, at its first pass.
+            let fold = matches!(ambiguous.offset(), AmbiguousOffset::Fold { .. });
+            let instants = if every_hour && fold {
+                [ambiguous.earlier().ok(), ambiguous.later().ok()]
+            } else {
+                [ambiguous.compatible().ok(), None]
+            };
+            for instant in instants.into_iter().flatten() {
+                let instant = instant.as_millisecond();
+                if instant > after && best.is_none_or(|b| instant < b) {
+                    best = Some(instant);
+                }
+            }
+        }
+        best.and_then(|b| u64::try_from(b).ok())
+    }
+
     /// The first firing strictly after `after_ms` (ms since the epoch), in a zone
     /// `offset_minutes` east of UTC; `None` if it never fires.
     pub fn next_after(&self, after_ms: u64, offset_minutes: i32) -> Option<u64> {
@@ -166,6 +219,45 @@ impl Cron {
     }
 }
 
+/// A civil date-time read as if it were UTC, in ms since the epoch.
+fn as_utc_ms(civil: jiff::civil::DateTime) -> Option<i64> {
+    Some(TimeZone::UTC.to_timestamp(civil).ok()?.as_millisecond())
+}
+
+/// Where a cron expression's wall clock is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Zone {
+    /// A fixed offset, minutes east of UTC (`UTC` is 0).
+    Fixed(i32),
+    /// A zone of the tz database, with its daylight-saving rules.
+    Named {
+        /// The name as written (`Europe/Paris`).
+        name: String,
+        /// Its rules.
+        tz: TimeZone,
+    },
+}
+
+impl Zone {
+    /// Parses `UTC`, an offset (`+02:00`, `-0530`) or a tz database name
+    /// (`Europe/Paris`, `America/New_York`).
+    pub fn parse(text: &str) -> Result<Zone, String> {
+        if let Ok(minutes) = parse_offset(text) {
+            return Ok(Zone::Fixed(minutes));
+        }
+        let name = text.trim();
+        match TimeZone::get(name) {
+            Ok(tz) => Ok(Zone::Named {
+                name: name.to_owned(),
+                tz,
+            }),
+            Err(_) => Err(format!(
+                "time zone `{name}` is not UTC, an offset like +02:00, or a tz database name like Europe/Paris"
+            )),
+        }
+    }
+}
+
 /// Year, month (1-12) and day (1-31) of a day number since 1970-01-01 (proleptic
 /// Gregorian; Howard Hinnant's algorithm).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -187,11 +279,7 @@ pub fn parse_offset(text: &str) -> Result<i32, String> {
     if text.eq_ignore_ascii_case("utc") || text == "Z" {
         return Ok(0);
     }
-    let bad = || {
-        format!(
-            "time zone `{text}` is not UTC or an offset like +02:00 (named zones are not supported)"
-        )
-    };
+    let bad = || format!("time zone `{text}` is not UTC or an offset like +02:00");
     let (sign, rest) = match text.as_bytes().first() {
         Some(b'+') => (1, &text[1..]),
         Some(b'-') => (-1, &text[1..]),
@@ -265,10 +353,92 @@ mod tests {
         assert_eq!(parse_offset("+02:00"), Ok(120));
         assert_eq!(parse_offset("-0530"), Ok(-330));
         assert_eq!(parse_offset("UTC"), Ok(0));
+        assert!(parse_offset("Europe/Paris").is_err());
+        assert_eq!(Zone::parse("+02:00"), Ok(Zone::Fixed(120)));
+        let err = Zone::parse("Mars/Olympus").unwrap_err();
         assert!(
-            parse_offset("Europe/Paris")
-                .unwrap_err()
-                .contains("named zones")
+            err.contains("`Mars/Olympus`") && err.contains("Europe/Paris"),
+            "{err}"
+        );
+    }
+
+    fn zone(name: &str) -> Zone {
+        Zone::parse(name).expect("known zone")
+    }
+
+    /// ms since the epoch of a UTC wall-clock time.
+    fn at(text: &str) -> u64 {
+        let civil: jiff::civil::DateTime = text.parse().expect("date-time");
+        as_utc_ms(civil).expect("in range") as u64
+    }
+
+    fn next_named(expr: &str, after: &str, name: &str) -> String {
+        utc(Cron::parse(expr)
+            .expect("valid")
+            .next_in(at(after), &zone(name))
+            .expect("fires"))
+    }
+
+    #[test]
+    fn named_zones_follow_daylight_saving() {
+        // 09:00 in Paris is 08:00 UTC in winter and 07:00 UTC in summer.
+        assert_eq!(
+            next_named("0 9 * * *", "2026-12-03T10:07", "Europe/Paris"),
+            "2026-12-04 08:00"
+        );
+        assert_eq!(
+            next_named("0 9 * * *", "2026-07-01T10:07", "Europe/Paris"),
+            "2026-07-02 07:00"
+        );
+        // The fixed-offset path is unchanged through `next_in`.
+        assert_eq!(
+            utc(Cron::parse("0 9 * * *")
+                .expect("valid")
+                .next_in(AT, &Zone::Fixed(120))
+                .expect("fires")),
+            "2026-12-04 07:00"
+        );
+        // New York springs forward on 2026-03-08: 02:30 does not exist and fires at 03:30
+        // EDT (07:30 UTC), once.
+        assert_eq!(
+            next_named("30 2 * * *", "2026-03-08T00:00", "America/New_York"),
+            "2026-03-08 07:30"
+        );
+        assert_eq!(
+            next_named("30 2 * * *", "2026-03-08T07:30", "America/New_York"),
+            "2026-03-09 06:30"
+        );
+        // It falls back on 2026-11-01: 01:30 happens at 05:30 UTC (EDT) and again at 06:30
+        // UTC (EST); it fires at the first only, and the second pass goes on to the next day.
+        assert_eq!(
+            next_named("30 1 * * *", "2026-11-01T00:00", "America/New_York"),
+            "2026-11-01 05:30"
+        );
+        assert_eq!(
+            next_named("30 1 * * *", "2026-11-01T05:30", "America/New_York"),
+            "2026-11-02 06:30"
+        );
+        // Every 15 minutes through the repeated hour follows real time: 05:45 UTC (01:45
+        // EDT) is followed by 06:00 UTC (01:00 EST), with no gap and no step back.
+        let cron = Cron::parse("*/15 * * * *").expect("valid");
+        let ny = zone("America/New_York");
+        let mut t = at("2026-11-01T04:50");
+        for _ in 0..12 {
+            let next = cron.next_in(t, &ny).expect("fires");
+            assert!(
+                next > t && next - t <= 15 * 60_000,
+                "{} -> {}",
+                utc(t),
+                utc(next)
+            );
+            t = next;
+        }
+        // Zones that never fire stay None, not an endless search.
+        assert_eq!(
+            Cron::parse("0 0 31 2 *")
+                .expect("valid")
+                .next_in(AT, &zone("Asia/Tokyo")),
+            None
         );
     }
 }

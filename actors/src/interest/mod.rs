@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
-pub use cron::{Cron, parse_offset};
+pub use cron::{Cron, Zone, parse_offset};
 
 /// Bound on a trigger chain: a job started by an interest at this depth may still run;
 /// one more and the start is refused.
@@ -87,8 +87,8 @@ pub enum CatchUp {
 pub enum When {
     /// Every so many milliseconds.
     Every(u64),
-    /// At a cron expression's times, in a fixed UTC offset (minutes east).
-    Cron(Cron, i32),
+    /// At a cron expression's times, in a zone.
+    Cron(Cron, Zone),
 }
 
 /// What an interest listens to.
@@ -169,8 +169,8 @@ impl InterestSpec {
             }
             Trigger::Schedule { when, .. } => match when {
                 When::Every(ms) => format!("every {}", crate::place::human_ms(*ms)),
-                When::Cron(cron, offset) => {
-                    format!("cron `{}` at {}", cron.source(), offset_text(*offset))
+                When::Cron(cron, zone) => {
+                    format!("cron `{}` at {}", cron.source(), zone_text(zone))
                 }
             },
             Trigger::Event { name } => format!("event `{name}`"),
@@ -336,7 +336,14 @@ fn fingerprint(spec: &InterestSpec) -> String {
     match &spec.trigger {
         Trigger::Schedule { when, catch_up } => match when {
             When::Every(ms) => format!("every {ms} {catch_up:?}"),
-            When::Cron(cron, offset) => format!("cron {} {offset} {catch_up:?}", cron.source()),
+            // A fixed offset keeps the fingerprint it had before named zones existed, so
+            // an upgrade does not reset a schedule's state.
+            When::Cron(cron, Zone::Fixed(offset)) => {
+                format!("cron {} {offset} {catch_up:?}", cron.source())
+            }
+            When::Cron(cron, Zone::Named { name, .. }) => {
+                format!("cron {} {name} {catch_up:?}", cron.source())
+            }
         },
         _ => spec.describe(),
     }
@@ -787,7 +794,7 @@ impl Interests {
 fn next_time(when: &When, after: u64) -> Option<u64> {
     match when {
         When::Every(ms) => Some(after + ms.max(&1)),
-        When::Cron(cron, offset) => cron.next_after(after, *offset),
+        When::Cron(cron, zone) => cron.next_in(after, zone),
     }
 }
 
@@ -838,6 +845,13 @@ fn matches(trigger: &Trigger, happening: &Happening) -> bool {
 mod tests;
 
 /// A fixed offset as people write it: `UTC`, `UTC+02:00`, `UTC-05:30`.
+fn zone_text(zone: &Zone) -> String {
+    match zone {
+        Zone::Fixed(minutes) => offset_text(*minutes),
+        Zone::Named { name, .. } => name.clone(),
+    }
+}
+
 fn offset_text(minutes: i32) -> String {
     if minutes == 0 {
         return "UTC".to_owned();

@@ -245,3 +245,22 @@ fn intents_and_schedules_survive_a_reopen() {
     assert_eq!(views.len(), 2);
     assert_eq!(views[1].pending, 1);
 }
+
+#[test]
+fn a_cron_in_a_named_zone_parses_describes_and_schedules() {
+    let flow = "name: morning\non:\n  - schedule: { cron: \"0 9 * * *\", tz: Europe/Paris }\ntree:\n  set: {x: 1}\n";
+    let definition = crate::definition::parse(flow, "f.yaml").expect("valid flow");
+    let spec = definition.interests.into_iter().next().expect("one interest");
+    assert_eq!(spec.describe(), "cron `0 9 * * *` at Europe/Paris");
+    // 2026-12-03T10:07:30Z: the next 09:00 in Paris (UTC+1 in winter) is 08:00 UTC.
+    let now = 1_796_292_450_000;
+    let mut interests = Interests::default();
+    let mut batch = WriteBatch::new();
+    interests.activate(now, &[("morning".to_owned(), 1, vec![spec])], &mut batch);
+    assert_eq!(interests.next_deadline(), Some(1_796_371_200_000));
+
+    let bad = "name: b\non:\n  - schedule: { cron: \"0 9 * * *\", tz: Mars/Olympus }\ntree:\n  set: {x: 1}\n";
+    let errors = crate::definition::parse(bad, "f.yaml").expect_err("unknown zone");
+    let text = errors[0].to_string();
+    assert!(text.contains("Mars/Olympus") && text.contains(":3:"), "{text}");
+}
