@@ -81,10 +81,19 @@ pub fn providers(ctx: &Ctx) -> CliResult {
     let registry = crate::providers::builtin(&ctx.data, &config.providers);
     let listed = registry.to_json();
     print(ctx, &listed, |out, v| {
-        for provider in v["providers"].as_array().cloned().unwrap_or_default() {
+        let providers = v["providers"].as_array().cloned().unwrap_or_default();
+        let width = providers
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        for provider in providers {
+            let name = provider["name"].as_str().unwrap_or_default();
             println!(
-                "{:<6} {}",
-                out.bold(provider["name"].as_str().unwrap_or_default()),
+                "{}{} {}",
+                out.bold(name),
+                " ".repeat(width - name.len()),
                 provider["description"].as_str().unwrap_or_default()
             );
             if let Some(args) = provider["args"].as_object() {
@@ -93,7 +102,7 @@ pub fn providers(ctx: &Ctx) -> CliResult {
                         Value::String(s) => s.clone(),
                         other => format!("default {other}"),
                     };
-                    println!("       {} {}", out.dim(name), about);
+                    println!("{}  {} {}", " ".repeat(width), out.dim(name), about);
                 }
             }
         }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Client, Up, data_dir, eventually, palm};
+use common::{Client, Up, data_dir, eventually, palm, processes_matching};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -462,4 +462,171 @@ fn emit_from_the_cli_starts_the_flow_with_its_payload() {
     let done = status(data.path(), &job);
     assert_eq!(done["input"]["event"]["data"], json!({"v": 3}), "{done}");
     assert_eq!(up.terminate().0, 0);
+}
+
+/// An HTTP endpoint for a declared provider: answers every POST with what it got
+/// (`{"got": BODY, "key": Idempotency-Key, "team": X-Team}`), reading the whole request.
+fn echo_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                let (head, body) = loop {
+                    let n = stream.read(&mut buf).unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length = head
+                            .lines()
+                            .find_map(|l| {
+                                let (name, value) = l.split_once(':')?;
+                                name.eq_ignore_ascii_case("content-length")
+                                    .then(|| value.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= length {
+                            break (head.to_owned(), body.to_owned());
+                        }
+                    }
+                };
+                let header = |name: &str| {
+                    head.lines()
+                        .find_map(|l| {
+                            let (n, v) = l.split_once(':')?;
+                            n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+                        })
+                        .unwrap_or_default()
+                };
+                let got: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let answer =
+                    json!({"got": got, "key": header("idempotency-key"), "team": header("x-team")})
+                        .to_string();
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                    answer.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            });
+        }
+    });
+    port
+}
+
+/// Providers declared in palm.yaml: a program (arguments on stdin, result on stdout,
+/// checked against its schema first, stopped by group at its timeout) and an HTTP
+/// endpoint (arguments POSTed as JSON with the effect key), listed by `palm providers`.
+#[test]
+fn declared_providers_run_programs_and_reach_endpoints() {
+    let data = data_dir();
+    let port = echo_server();
+    std::fs::create_dir_all(data.path().join("tools")).expect("tools");
+    std::fs::write(
+        data.path().join("tools/upper.py"),
+        "import json, os, sys\n\
+         args = json.load(sys.stdin)\n\
+         print(json.dumps({'upper': args['text'].upper(), 'key': os.environ['PALM_EFFECT_KEY'],\n\
+                           'greeting': os.environ['GREETING'], 'cwd': os.getcwd()}))\n",
+    )
+    .expect("tool");
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        format!(
+            "providers:\n\
+             \x20 upper:\n\
+             \x20   command: [python3, tools/upper.py]\n\
+             \x20   description: shouts\n\
+             \x20   env: {{GREETING: hello}}\n\
+             \x20   schema: {{type: object, required: [text], properties: {{text: {{type: string}}}}}}\n\
+             \x20 broken:\n\
+             \x20   command: [sh, -c, \"echo 'no database' >&2; exit 3\"]\n\
+             \x20 slow:\n\
+             \x20   command: [sh, -c, \"sleep 31.25; echo late\"]\n\
+             \x20   timeout: 1s\n\
+             \x20 echo:\n\
+             \x20   url: http://127.0.0.1:{port}/echo\n\
+             \x20   headers: {{X-Team: blue}}\n"
+        ),
+    )
+    .expect("config");
+    let _up = Up::start(data.path(), &[]);
+
+    let shouted = call_flow(data.path(), "u", "upper", json!({"text": "abc"}));
+    assert_eq!(shouted["status"], "succeeded", "{shouted}");
+    let out = &shouted["state"]["out"];
+    assert_eq!(out["upper"], "ABC");
+    assert_eq!(out["greeting"], "hello");
+    assert!(!out["key"].as_str().unwrap_or_default().is_empty(), "{out}");
+    assert_eq!(
+        Path::new(out["cwd"].as_str().unwrap_or_default()),
+        data.path().canonicalize().expect("canonical")
+    );
+
+    let refused = call_flow(data.path(), "v", "upper", json!({"text": 5}));
+    assert_eq!(refused["status"], "failed");
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("upper: the arguments do not match its schema") && error.contains("/text"),
+        "{refused}"
+    );
+
+    let broken = call_flow(data.path(), "b", "broken", json!({}));
+    assert_eq!(broken["status"], "failed");
+    assert!(
+        broken["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("broken: exited with 3: no database"),
+        "{broken}"
+    );
+    assert_eq!(broken["state"]["out"]["exit_code"], 3, "{broken}");
+
+    let slow = call_flow(data.path(), "s", "slow", json!({}));
+    assert_eq!(slow["status"], "failed");
+    assert!(
+        slow["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("slow: timed out after 1000 ms"),
+        "{slow}"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || processes_matching("sleep 31.25")
+            .is_empty()),
+        "the timed-out program's group was stopped"
+    );
+
+    let echoed = call_flow(data.path(), "e", "echo", json!({"city": "Oslo"}));
+    assert_eq!(echoed["status"], "succeeded", "{echoed}");
+    let out = &echoed["state"]["out"];
+    assert_eq!(out["got"], json!({"city": "Oslo"}));
+    assert_eq!(out["team"], "blue");
+    assert!(!out["key"].as_str().unwrap_or_default().is_empty(), "{out}");
+
+    let providers = palm(data.path(), &["providers", "--json"]).json();
+    let listed = providers["providers"].as_array().expect("list");
+    let names: Vec<&str> = listed.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "broken", "echo", "file", "http", "kv", "palm", "slow", "upper"
+        ]
+    );
+    let upper = listed.iter().find(|p| p["name"] == "upper").expect("upper");
+    assert_eq!(upper["declared"], true);
+    assert_eq!(upper["kind"], "command");
+    assert_eq!(upper["description"], "shouts");
+    assert_eq!(upper["args"]["text"], "string, required");
+    let human = palm(data.path(), &["providers"]);
+    assert!(
+        human.stdout.contains("upper") && human.stdout.contains("shouts"),
+        "{}",
+        human.stdout
+    );
 }

@@ -4,7 +4,9 @@
 //! (workloads the node spawns or adopts; the format is `palm_actors::place::spec`'s) and
 //! `link` (tunnel timings and bounds: `keepalive_ms`, `idle_timeout_ms`,
 //! `backoff_ms_min`, `backoff_ms_max`, `frame_len_max`, `requests_in_flight_max`) and
-//! `providers` (`file: {root: DIR}`, `http: {ca: FILE}`) and `retention` (how long ended jobs are kept:
+//! `providers` (`file: {root: DIR}`, `http: {ca: FILE}`, and providers of the node's own:
+//! `NAME: {command: [PROGRAM, ARG..] | url: URL, schema, timeout, env, cwd, headers,
+//! description}`) and `retention` (how long ended jobs are kept:
 //! `retention: 7d` for their journals, or `retention: {journal: 7d, summary: 90d}`, where
 //! `summary` may be `forever`).
 
@@ -104,6 +106,199 @@ fn retention(
         ));
     }
     Ok(kept)
+}
+
+/// The longest a declared provider's name may be.
+const PROVIDER_NAME_LEN_MAX: usize = 64;
+
+/// `providers: {NAME: {command: [PROGRAM, ARG..] | url: URL, ...}}`: a provider of the
+/// node's own. Everything is checked here, so a node never boots with a provider that
+/// cannot be called (a schema that does not compile, an empty command, a URL that is
+/// not http).
+fn declared_provider(
+    name: &palm_actors::definition::yaml::Spanned,
+    settings: &palm_actors::definition::yaml::Spanned,
+) -> Result<crate::genome::provider::DeclaredProvider, (palm_actors::definition::Span, String)> {
+    use crate::genome::provider::{DeclaredProvider, DeclaredTarget};
+    use palm_actors::definition::parse_duration_ms;
+    let text = name.as_str().unwrap_or_default();
+    let valid = !text.is_empty()
+        && text.len() <= PROVIDER_NAME_LEN_MAX
+        && text.starts_with(|c: char| c.is_ascii_lowercase())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !valid {
+        return Err((
+            name.span,
+            format!(
+                "provider name `{text}` must be lowercase letters, digits, `_` or `-`, starting with a letter (at most {PROVIDER_NAME_LEN_MAX})"
+            ),
+        ));
+    }
+    let Value::Map(fields) = &settings.value else {
+        return Err((
+            settings.span,
+            format!("`providers.{text}` must be a mapping with `command: [...]` or `url: ...`"),
+        ));
+    };
+    let strings = |v: &palm_actors::definition::yaml::Spanned,
+                   what: &str|
+     -> Result<
+        std::collections::BTreeMap<String, String>,
+        (palm_actors::definition::Span, String),
+    > {
+        let Value::Map(entries) = &v.value else {
+            return Err((
+                v.span,
+                format!("`{what}` must be a mapping of names to strings"),
+            ));
+        };
+        entries
+            .iter()
+            .map(|(k, v)| {
+                let value = match &v.value {
+                    Value::String(s) => s.clone(),
+                    Value::Int(i) => i.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    _ => return Err((v.span, format!("`{what}` values must be strings"))),
+                };
+                Ok((k.as_str().unwrap_or_default().to_owned(), value))
+            })
+            .collect()
+    };
+    let (mut argv, mut url, mut env, mut headers, mut cwd) = (None, None, None, None, None);
+    let mut declared = DeclaredProvider {
+        name: text.to_owned(),
+        description: None,
+        schema: None,
+        timeout_ms: None,
+        target: DeclaredTarget::Endpoint {
+            url: String::new(),
+            headers: Default::default(),
+        },
+    };
+    for (field, value) in fields {
+        match field.as_str().unwrap_or_default() {
+            "command" => {
+                let items: Option<Vec<String>> = match &value.value {
+                    Value::Seq(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map(str::to_owned))
+                        .collect(),
+                    _ => None,
+                };
+                match items {
+                    Some(items) if !items.is_empty() && !items[0].is_empty() => argv = Some(items),
+                    _ => {
+                        return Err((
+                            value.span,
+                            format!(
+                                "`providers.{text}.command` must be a non-empty list of strings: the program, then its arguments (no shell)"
+                            ),
+                        ));
+                    }
+                }
+            }
+            "url" => match value.as_str() {
+                Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+                    url = Some(u.to_owned())
+                }
+                _ => {
+                    return Err((
+                        value.span,
+                        format!("`providers.{text}.url` must be an http:// or https:// URL"),
+                    ));
+                }
+            },
+            "env" => env = Some(strings(value, &format!("providers.{text}.env"))?),
+            "headers" => headers = Some(strings(value, &format!("providers.{text}.headers"))?),
+            "cwd" => match value.as_str() {
+                Some(dir) if !dir.is_empty() => cwd = Some(PathBuf::from(dir)),
+                _ => {
+                    return Err((
+                        value.span,
+                        format!("`providers.{text}.cwd` must be a directory"),
+                    ));
+                }
+            },
+            "description" => match value.as_str() {
+                Some(d) => declared.description = Some(d.to_owned()),
+                None => {
+                    return Err((
+                        value.span,
+                        format!("`providers.{text}.description` must be a string"),
+                    ));
+                }
+            },
+            "timeout" => match value.as_str().and_then(parse_duration_ms) {
+                Some(ms) if ms > 0 => declared.timeout_ms = Some(ms),
+                _ => {
+                    return Err((
+                        value.span,
+                        format!("`providers.{text}.timeout` must be a duration like 30s or 5m"),
+                    ));
+                }
+            },
+            "schema" => {
+                let schema = value.to_json();
+                if let Err(err) = palm_actors::jsonschema::Schema::compile(&schema) {
+                    return Err((value.span, format!("`providers.{text}.schema`: {err}")));
+                }
+                declared.schema = Some(schema);
+            }
+            other => {
+                return Err((
+                    field.span,
+                    format!(
+                        "unknown key `providers.{text}.{other}`; known: command, url, env, headers, cwd, description, timeout, schema"
+                    ),
+                ));
+            }
+        }
+    }
+    declared.target = match (argv, url) {
+        (Some(argv), None) => {
+            if headers.is_some() {
+                return Err((
+                    settings.span,
+                    format!("`providers.{text}.headers` applies to `url` providers"),
+                ));
+            }
+            DeclaredTarget::Command {
+                argv,
+                env: env.unwrap_or_default(),
+                cwd,
+            }
+        }
+        (None, Some(url)) => {
+            if env.is_some() || cwd.is_some() {
+                return Err((
+                    settings.span,
+                    format!("`providers.{text}.env` and `cwd` apply to `command` providers"),
+                ));
+            }
+            DeclaredTarget::Endpoint {
+                url,
+                headers: headers.unwrap_or_default(),
+            }
+        }
+        (Some(_), Some(_)) => {
+            return Err((
+                settings.span,
+                format!("`providers.{text}` has `command` or `url`, not both"),
+            ));
+        }
+        (None, None) => {
+            return Err((
+                settings.span,
+                format!(
+                    "`providers.{text}` needs `command: [PROGRAM, ARG..]` (a program) or `url: URL` (an HTTP endpoint)"
+                ),
+            ));
+        }
+    };
+    Ok(declared)
 }
 
 fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
@@ -236,11 +431,19 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                             )?;
                             config.providers.http_ca = Some(std::path::PathBuf::from(ca));
                         }
-                        other => {
+                        "kv" | "palm" => {
                             return Err(at(
                                 name.span,
-                                format!("unknown provider setting `{other}`; known: file, http"),
+                                format!(
+                                    "`{}` is a built-in provider and takes no settings",
+                                    name.as_str().unwrap_or_default()
+                                ),
                             ));
+                        }
+                        _ => {
+                            let declared = declared_provider(name, settings)
+                                .map_err(|(span, m)| at(span, m))?;
+                            config.providers.declared.push(declared);
                         }
                     }
                 }
@@ -323,5 +526,47 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.message, "palm.yaml:4:12: unknown probe kind `grpc`");
+    }
+
+    #[test]
+    fn declared_providers_are_read_and_checked_with_their_line() {
+        use crate::genome::provider::DeclaredTarget;
+        let config = parse(
+            "providers:\n  file: {root: /srv}\n  ticket:\n    command: [python3, tools/ticket.py]\n    env: {MODE: test}\n    timeout: 30s\n    schema: {type: object, required: [title]}\n  weather:\n    url: https://api.example.com/w\n    headers: {Authorization: Bearer x}\n",
+            "palm.yaml",
+        )
+        .map_err(|e| e.message)
+        .unwrap();
+        let declared = &config.providers.declared;
+        assert_eq!(declared.len(), 2);
+        assert_eq!(declared[0].name, "ticket");
+        assert_eq!(declared[0].timeout_ms, Some(30_000));
+        assert!(
+            matches!(&declared[0].target, DeclaredTarget::Command { argv, env, .. } if argv[1] == "tools/ticket.py" && env["MODE"] == "test")
+        );
+        assert!(
+            matches!(&declared[1].target, DeclaredTarget::Endpoint { url, headers } if url.ends_with("/w") && headers.len() == 1)
+        );
+        let refused = |yaml: &str| parse(yaml, "palm.yaml").unwrap_err().message;
+        assert_eq!(
+            refused("providers:\n  t:\n    command: []\n"),
+            "palm.yaml:3:14: `providers.t.command` must be a non-empty list of strings: the program, then its arguments (no shell)"
+        );
+        assert!(refused("providers:\n  t:\n    url: ftp://x\n").starts_with("palm.yaml:3:10: "));
+        assert!(refused("providers:\n  t: {command: [x], url: http://x}\n").contains("not both"));
+        assert!(refused("providers:\n  t: {timeout: 5s}\n").contains("needs `command"));
+        assert!(refused("providers:\n  Bad: {command: [x]}\n").contains("provider name `Bad`"));
+        assert!(refused("providers:\n  kv: {command: [x]}\n").contains("built-in"));
+        let schema = refused(
+            "providers:\n  t:\n    command: [x]\n    schema: {type: object, patternz: 1}\n",
+        );
+        assert!(
+            schema.starts_with("palm.yaml:4:14: `providers.t.schema`"),
+            "{schema}"
+        );
+        assert!(
+            refused("providers:\n  t: {command: [x], colour: red}\n")
+                .contains("unknown key `providers.t.colour`")
+        );
     }
 }

@@ -18,6 +18,7 @@
 //! after it always talk to the live one.
 
 pub mod desk;
+pub mod gated;
 pub mod kernel;
 pub mod orphans;
 pub mod places;

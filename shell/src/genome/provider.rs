@@ -49,7 +49,7 @@ pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, Failure>> + 
 /// One provider.
 pub trait Provider: Send + Sync {
     /// Its name in flows (`call: {provider: NAME}`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// What it does and which arguments it takes, for `palm providers`.
     fn describe(&self) -> Value;
     /// Runs one call.
@@ -63,18 +63,57 @@ pub struct ProviderSettings {
     pub file_root: Option<PathBuf>,
     /// PEM certificates the `http` provider trusts besides Mozilla's roots.
     pub http_ca: Option<PathBuf>,
+    /// Providers declared in `palm.yaml`: a program or an HTTP endpoint each.
+    pub declared: Vec<DeclaredProvider>,
+}
+
+/// A provider declared in `palm.yaml` (`providers: {NAME: {command | url, ...}}`).
+#[derive(Clone, Debug)]
+pub struct DeclaredProvider {
+    /// Its name in flows.
+    pub name: String,
+    /// One line for `palm providers`.
+    pub description: Option<String>,
+    /// A JSON Schema the call's arguments must satisfy (checked before anything runs).
+    pub schema: Option<Value>,
+    /// The longest one call may take (ms).
+    pub timeout_ms: Option<u64>,
+    /// What a call does.
+    pub target: DeclaredTarget,
+}
+
+/// What a declared provider's call does.
+#[derive(Clone, Debug)]
+pub enum DeclaredTarget {
+    /// Runs a program (no shell): the arguments as JSON on stdin, the result as JSON on
+    /// stdout, exit 0 for success.
+    Command {
+        /// The program and its arguments.
+        argv: Vec<String>,
+        /// Extra environment.
+        env: BTreeMap<String, String>,
+        /// Working directory [default: the node's].
+        cwd: Option<PathBuf>,
+    },
+    /// POSTs the arguments as JSON to a URL; a 2xx JSON answer is the result.
+    Endpoint {
+        /// `http://` or `https://`.
+        url: String,
+        /// Extra request headers.
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// The providers a node offers, by name.
 #[derive(Default)]
 pub struct Registry {
-    providers: BTreeMap<&'static str, Arc<dyn Provider>>,
+    providers: BTreeMap<String, Arc<dyn Provider>>,
 }
 
 impl Registry {
     /// Adds (or replaces) a provider.
     pub fn register(&mut self, provider: Arc<dyn Provider>) {
-        self.providers.insert(provider.name(), provider);
+        self.providers.insert(provider.name().to_owned(), provider);
     }
 
     /// The provider of that name.
@@ -89,7 +128,7 @@ impl Registry {
     }
 
     /// Names, for error messages.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.providers.keys().copied().collect()
+    pub fn names(&self) -> Vec<&str> {
+        self.providers.keys().map(String::as_str).collect()
     }
 }

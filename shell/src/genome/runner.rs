@@ -1,29 +1,27 @@
 //! The effect runner: runs a claimed `run` effect as `sh -c CMD`, or a `call` through its
 //! provider, and reports the outcome.
 //!
-//! The command runs in its own process group, so cancelling it (a halted branch, a
-//! timeout, a lost lease, the end of a shutdown grace) signals the whole group: SIGTERM,
-//! then SIGKILL after [`KILL_GRACE_MS`]. Output is captured with a bound: the last
+//! The command runs under a gate in its own process group (`super::gated`), so
+//! cancelling it (a halted branch, a timeout, a lost lease, the end of a shutdown grace)
+//! signals the whole group: SIGTERM, then SIGKILL after [`KILL_GRACE_MS`]. Output is captured with a bound: the last
 //! `output_bytes_max` bytes of each stream are kept. The lease is renewed while the
 //! command runs; if a renewal is refused the effect is no longer ours and is stopped.
 //! The command sees `PALM_JOB_ID`, `PALM_EFFECT_KEY` and `PALM_NODE_NAME`.
 
 use super::Genome;
+use super::gated::{Program, abort, collect, open_gate, read_tail, stop_group};
 use super::kernel::KernelMsg;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
 use palm_actors::path::ClaimedEffect;
 use ractor::ActorRef;
 use std::future::Future;
 use std::pin::Pin;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-/// Time between SIGTERM and SIGKILL when stopping a command.
-pub const KILL_GRACE_MS: u64 = 2_000;
+pub use super::gated::KILL_GRACE_MS;
 
 /// How long to keep reading output after the command exits (a background grandchild may
 /// hold the pipe open forever).
@@ -279,151 +277,6 @@ struct Command<'a> {
     timeout_ms: Option<u64>,
 }
 
-/// Keeps the last `max` bytes written to it.
-struct Tail {
-    bytes: Vec<u8>,
-    dropped: usize,
-    max: usize,
-}
-
-impl Tail {
-    fn new(max: usize) -> Tail {
-        Tail {
-            bytes: Vec::new(),
-            dropped: 0,
-            max,
-        }
-    }
-
-    fn push(&mut self, chunk: &[u8]) {
-        self.bytes.extend_from_slice(chunk);
-        if self.bytes.len() > self.max {
-            let excess = self.bytes.len() - self.max;
-            self.bytes.drain(..excess);
-            self.dropped += excess;
-        }
-    }
-
-    fn into_text(self) -> String {
-        let text = String::from_utf8_lossy(&self.bytes).into_owned();
-        if self.dropped > 0 {
-            format!("[... {} bytes dropped]\n{text}", self.dropped)
-        } else {
-            text
-        }
-    }
-}
-
-async fn read_tail<R: tokio::io::AsyncRead + Unpin>(mut reader: R, max: usize) -> Tail {
-    let mut tail = Tail::new(max);
-    let mut buffer = vec![0u8; 8192];
-    loop {
-        match reader.read(&mut buffer).await {
-            Ok(0) | Err(_) => return tail,
-            Ok(n) => tail.push(&buffer[..n]),
-        }
-    }
-}
-
-/// The script every command starts under: it waits for one line on stdin (the gate),
-/// then becomes `sh -c CMD` with stdin from /dev/null. If the node dies before opening
-/// the gate, stdin reaches end of file and the command never starts (exit 125).
-const GATE: &str = "read -r _ || exit 125; exec sh -c \"$1\" </dev/null";
-
-/// How long the kernel may take to record a command's group.
-const RECORD_TIMEOUT_MS: u64 = 30_000;
-
-/// A command's group, recorded in the store while the command runs; dropping it tells
-/// the kernel the command has exited (the record goes with the next batch).
-struct Recorded {
-    kernel: ActorRef<KernelMsg>,
-    key: String,
-    token: u64,
-}
-
-impl Drop for Recorded {
-    fn drop(&mut self) {
-        let _ = self.kernel.cast(KernelMsg::Exited {
-            key: std::mem::take(&mut self.key),
-            token: self.token,
-        });
-    }
-}
-
-/// Records the gated command's process group with the local kernel (whoever is the
-/// effect's home: a placed effect's group is this node's to stop after a crash) and, once
-/// that is durable, opens the gate. `None`: the command must not start (the claim is no
-/// longer current, the kernel is gone, or the effect was cancelled meanwhile).
-async fn open_gate(
-    genome: &Genome,
-    effect: &ClaimedEffect,
-    child: &mut tokio::process::Child,
-    pgid: Option<u32>,
-    cancel: &watch::Receiver<bool>,
-) -> Option<Recorded> {
-    use palm_actors::path::records::RunningGroup;
-    use tokio::io::AsyncWriteExt;
-    let pgid = pgid?;
-    let kernel = genome.kernel()?;
-    let group = RunningGroup {
-        token: effect.token,
-        pgid,
-        boot: crate::sys::boot_id().to_owned(),
-        start_ticks: crate::sys::start_ticks(pgid).unwrap_or(0),
-    };
-    let answer = kernel
-        .call(
-            |reply| KernelMsg::Started {
-                key: effect.key.clone(),
-                group,
-                reply,
-            },
-            Some(Duration::from_millis(RECORD_TIMEOUT_MS)),
-        )
-        .await;
-    let recorded = Recorded {
-        kernel,
-        key: effect.key.clone(),
-        token: effect.token,
-    };
-    match answer {
-        Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
-        Ok(ractor::rpc::CallResult::Success(Err(refused))) => {
-            debug!(key = effect.key, refused, "command not started");
-            return None;
-        }
-        _ => {
-            warn!(
-                key = effect.key,
-                "the kernel did not record the command's group; not started"
-            );
-            return None;
-        }
-    }
-    if *cancel.borrow() {
-        return None;
-    }
-    let mut gate = child.stdin.take()?;
-    gate.write_all(b"go\n").await.ok()?;
-    drop(gate);
-    Some(recorded)
-}
-
-/// Stops a process group: SIGTERM, then SIGKILL if it has not exited after the grace.
-async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>) {
-    if let Some(pgid) = pgid {
-        let _ = crate::sys::kill_group(pgid, crate::sys::SIGTERM);
-    }
-    let exited = tokio::time::timeout(Duration::from_millis(KILL_GRACE_MS), child.wait()).await;
-    if let Some(pgid) = pgid {
-        // Even if sh exited, members of its group (a `sleep` it started) may not have.
-        let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
-    }
-    if exited.is_err() {
-        let _ = child.kill().await;
-    }
-}
-
 async fn run_command(
     genome: &Arc<Genome>,
     host: &dyn EffectHost,
@@ -432,20 +285,11 @@ async fn run_command(
     mut cancel: watch::Receiver<bool>,
 ) -> Option<RunResult> {
     let started = Instant::now();
-    let mut process = tokio::process::Command::new("sh");
+    let mut process = super::gated::command(&Program::Shell(command.cmd));
     process
-        .arg("-c")
-        .arg(GATE)
-        .arg("palm-effect")
-        .arg(command.cmd)
         .env("PALM_JOB_ID", &effect.job)
         .env("PALM_EFFECT_KEY", &effect.key)
-        .env("PALM_NODE_NAME", &genome.info.name)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .env("PALM_NODE_NAME", &genome.info.name);
     for (key, value) in command.env {
         process.env(key, value);
     }
@@ -466,7 +310,8 @@ async fn run_command(
     let pgid = child.id();
     // The command waits at its gate until its group is recorded durably; a node killed
     // from here on finds the group at its next boot and stops it.
-    let Some(_recorded) = open_gate(genome, effect, &mut child, pgid, &cancel).await else {
+    let Some(_recorded) = open_gate(genome, effect, &mut child, pgid, Some(&cancel), b"").await
+    else {
         stop_group(&mut child, pgid).await;
         return None;
     };
@@ -547,42 +392,4 @@ async fn run_command(
             error
         },
     })
-}
-
-fn abort(
-    stdout: Option<tokio::task::JoinHandle<Tail>>,
-    stderr: Option<tokio::task::JoinHandle<Tail>>,
-) {
-    for handle in [stdout, stderr].into_iter().flatten() {
-        handle.abort();
-    }
-}
-
-async fn collect(handle: Option<tokio::task::JoinHandle<Tail>>, wait: Duration) -> String {
-    let Some(mut handle) = handle else {
-        return String::new();
-    };
-    match tokio::time::timeout(wait, &mut handle).await {
-        Ok(Ok(tail)) => tail.into_text(),
-        _ => {
-            handle.abort();
-            String::new()
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_keeps_the_end() {
-        let mut tail = Tail::new(5);
-        tail.push(b"hello ");
-        tail.push(b"world");
-        assert_eq!(tail.into_text(), "[... 6 bytes dropped]\nworld");
-        let mut tail = Tail::new(100);
-        tail.push(b"short");
-        assert_eq!(tail.into_text(), "short");
-    }
 }

@@ -81,7 +81,7 @@ impl Files {
 }
 
 impl Provider for Files {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "file"
     }
 

@@ -311,7 +311,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 impl Provider for Http {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "http"
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 pub struct Kv;
 
 impl Provider for Kv {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "kv"
     }
 

@@ -1,5 +1,6 @@
-//! The built-in providers of the `call` leaf — `http`, `file`, `kv` and `palm` — and
-//! [`builtin`], the registry a node starts with. The contract they implement is
+//! The built-in providers of the `call` leaf — `http`, `file`, `kv` and `palm` — the
+//! providers a node declares in `palm.yaml` ([`declared`]), and [`builtin`], the registry
+//! a node starts with. The contract they implement is
 //! `crate::genome::provider` (re-exported here): extension is by registration, never by
 //! editing the core.
 //!
@@ -8,6 +9,7 @@
 //! (the call succeeds; `save` stores the value) or `Err(Failure)` (the call fails with a
 //! reason; a value, if any, is still saved so the flow can look at it).
 
+pub mod declared;
 pub mod file;
 pub mod http;
 pub mod kv;
@@ -19,10 +21,12 @@ pub use crate::genome::provider::{
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The registry of the built-in providers for a node on `data`.
+/// The registry of a node on `data`: the built-in providers, then those declared in
+/// `palm.yaml` (whose names the configuration reader keeps apart from the built-ins').
 pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry {
     let mut registry = Registry::default();
-    registry.register(Arc::new(http::Http::new(settings.http_ca.clone())));
+    let http = Arc::new(http::Http::new(settings.http_ca.clone()));
+    registry.register(http.clone());
     registry.register(Arc::new(file::Files::new(
         settings
             .file_root
@@ -31,6 +35,12 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
     )));
     registry.register(Arc::new(kv::Kv));
     registry.register(Arc::new(palm::Palm));
+    for spec in &settings.declared {
+        match declared::Declared::new(spec.clone(), data, http.clone()) {
+            Ok(provider) => registry.register(Arc::new(provider)),
+            Err(err) => tracing::warn!(%err, "declared provider left out"),
+        }
+    }
     registry
 }
 

@@ -38,7 +38,7 @@ async fn ask(ctx: &CallContext<'_>, request: Request, timeout: Duration) -> Resu
 }
 
 impl Provider for Palm {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "palm"
     }
 

@@ -1,0 +1,259 @@
+//! A process under a gate: the machinery every command Palm starts for an effect shares
+//! (a `run` step's `sh -c`, a declared provider's program).
+//!
+//! The process starts blocked on one line of stdin, in its own process group. Its group
+//! is recorded durably by the local kernel ([`open_gate`]), and only then is the gate
+//! line written: a node killed before that leaves the gate at end of file and the
+//! command never starts, and a node killed after it finds the group at its next boot
+//! (`super::orphans`). Stopping is by group: SIGTERM, then SIGKILL after
+//! [`KILL_GRACE_MS`]. Output is kept with a bound ([`Tail`]).
+
+use super::Genome;
+use super::kernel::KernelMsg;
+use palm_actors::path::ClaimedEffect;
+use ractor::ActorRef;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+/// Time between SIGTERM and SIGKILL when stopping a command.
+pub const KILL_GRACE_MS: u64 = 2_000;
+
+/// The script a `run` command starts under: it waits for one line on stdin (the gate),
+/// then becomes `sh -c CMD` with stdin from /dev/null. If the node dies before opening
+/// the gate, stdin reaches end of file and the command never starts (exit 125).
+const GATE_SHELL: &str = "read -r _ || exit 125; exec sh -c \"$1\" </dev/null";
+
+/// The script a program given as argv starts under: the same gate, then `exec` of the
+/// argv with stdin left open, so what follows the gate line (a provider's arguments) is
+/// the program's input. `read` takes one byte at a time from a pipe, so nothing past
+/// the gate line is consumed.
+const GATE_ARGV: &str = "read -r _ || exit 125; exec \"$@\"";
+
+/// What a gated process runs.
+pub enum Program<'a> {
+    /// `sh -c TEXT`, stdin from /dev/null.
+    Shell(&'a str),
+    /// A program and its arguments, no shell; stdin carries the gate's payload.
+    Argv(&'a [String]),
+}
+
+/// A `tokio::process::Command` for `program` under its gate, in its own process group,
+/// with every stream piped. The caller adds environment and working directory, spawns,
+/// and opens the gate with [`open_gate`].
+pub fn command(program: &Program<'_>) -> tokio::process::Command {
+    let mut process = tokio::process::Command::new("sh");
+    match program {
+        Program::Shell(text) => {
+            process
+                .arg("-c")
+                .arg(GATE_SHELL)
+                .arg("palm-effect")
+                .arg(text);
+        }
+        Program::Argv(argv) => {
+            process
+                .arg("-c")
+                .arg(GATE_ARGV)
+                .arg("palm-effect")
+                .args(argv.iter());
+        }
+    }
+    process
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    process
+}
+
+/// How long the kernel may take to record a command's group.
+const RECORD_TIMEOUT_MS: u64 = 30_000;
+
+/// A command's group, recorded in the store while the command runs; dropping it tells
+/// the kernel the command has exited (the record goes with the next batch).
+pub struct Recorded {
+    kernel: ActorRef<KernelMsg>,
+    key: String,
+    token: u64,
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = self.kernel.cast(KernelMsg::Exited {
+            key: std::mem::take(&mut self.key),
+            token: self.token,
+        });
+    }
+}
+
+/// Records the gated command's process group with the local kernel (whoever is the
+/// effect's home: a placed effect's group is this node's to stop after a crash) and, once
+/// that is durable, opens the gate. `None`: the command must not start (the claim is no
+/// longer current, the kernel is gone, or the effect was cancelled meanwhile).
+pub async fn open_gate(
+    genome: &Genome,
+    effect: &ClaimedEffect,
+    child: &mut tokio::process::Child,
+    pgid: Option<u32>,
+    cancel: Option<&watch::Receiver<bool>>,
+    payload: &[u8],
+) -> Option<Recorded> {
+    use palm_actors::path::records::RunningGroup;
+    use tokio::io::AsyncWriteExt;
+    let pgid = pgid?;
+    let kernel = genome.kernel()?;
+    let group = RunningGroup {
+        token: effect.token,
+        pgid,
+        boot: crate::sys::boot_id().to_owned(),
+        start_ticks: crate::sys::start_ticks(pgid).unwrap_or(0),
+    };
+    let answer = kernel
+        .call(
+            |reply| KernelMsg::Started {
+                key: effect.key.clone(),
+                group,
+                reply,
+            },
+            Some(Duration::from_millis(RECORD_TIMEOUT_MS)),
+        )
+        .await;
+    let recorded = Recorded {
+        kernel,
+        key: effect.key.clone(),
+        token: effect.token,
+    };
+    match answer {
+        Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
+        Ok(ractor::rpc::CallResult::Success(Err(refused))) => {
+            debug!(key = effect.key, refused, "command not started");
+            return None;
+        }
+        _ => {
+            warn!(
+                key = effect.key,
+                "the kernel did not record the command's group; not started"
+            );
+            return None;
+        }
+    }
+    if cancel.is_some_and(|c| *c.borrow()) {
+        return None;
+    }
+    let mut gate = child.stdin.take()?;
+    gate.write_all(b"go\n").await.ok()?;
+    // The payload goes after the gate line; a program that exits without reading it all
+    // closes the pipe, which is its business, not a failure to start.
+    let _ = gate.write_all(payload).await;
+    drop(gate);
+    Some(recorded)
+}
+
+/// Stops a process group: SIGTERM, then SIGKILL if it has not exited after the grace.
+pub async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>) {
+    if let Some(pgid) = pgid {
+        let _ = crate::sys::kill_group(pgid, crate::sys::SIGTERM);
+    }
+    let exited = tokio::time::timeout(Duration::from_millis(KILL_GRACE_MS), child.wait()).await;
+    if let Some(pgid) = pgid {
+        // Even if sh exited, members of its group (a `sleep` it started) may not have.
+        let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
+    }
+    if exited.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+/// Keeps the last `max` bytes written to it.
+pub struct Tail {
+    bytes: Vec<u8>,
+    dropped: usize,
+    max: usize,
+}
+
+impl Tail {
+    /// Keeps at most `max` bytes.
+    pub fn new(max: usize) -> Tail {
+        Tail {
+            bytes: Vec::new(),
+            dropped: 0,
+            max,
+        }
+    }
+
+    /// Appends, dropping the oldest bytes past the bound.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > self.max {
+            let excess = self.bytes.len() - self.max;
+            self.bytes.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    /// The kept bytes as text, saying how many were dropped.
+    pub fn into_text(self) -> String {
+        let text = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.dropped > 0 {
+            format!("[... {} bytes dropped]\n{text}", self.dropped)
+        } else {
+            text
+        }
+    }
+}
+
+/// Reads `reader` to its end, keeping the last `max` bytes.
+pub async fn read_tail<R: tokio::io::AsyncRead + Unpin>(mut reader: R, max: usize) -> Tail {
+    let mut tail = Tail::new(max);
+    let mut buffer = vec![0u8; 8192];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return tail,
+            Ok(n) => tail.push(&buffer[..n]),
+        }
+    }
+}
+
+/// Stops the output readers of a command that is being given up on.
+pub fn abort(
+    stdout: Option<tokio::task::JoinHandle<Tail>>,
+    stderr: Option<tokio::task::JoinHandle<Tail>>,
+) {
+    for handle in [stdout, stderr].into_iter().flatten() {
+        handle.abort();
+    }
+}
+
+/// The output a reader kept, waiting at most `wait` for a pipe a grandchild still holds.
+pub async fn collect(handle: Option<tokio::task::JoinHandle<Tail>>, wait: Duration) -> String {
+    let Some(mut handle) = handle else {
+        return String::new();
+    };
+    match tokio::time::timeout(wait, &mut handle).await {
+        Ok(Ok(tail)) => tail.into_text(),
+        _ => {
+            handle.abort();
+            String::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_end() {
+        let mut tail = Tail::new(5);
+        tail.push(b"hello ");
+        tail.push(b"world");
+        assert_eq!(tail.into_text(), "[... 6 bytes dropped]\nworld");
+        let mut tail = Tail::new(100);
+        tail.push(b"short");
+        assert_eq!(tail.into_text(), "short");
+    }
+}
