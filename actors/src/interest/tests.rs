@@ -250,7 +250,11 @@ fn intents_and_schedules_survive_a_reopen() {
 fn a_cron_in_a_named_zone_parses_describes_and_schedules() {
     let flow = "name: morning\non:\n  - schedule: { cron: \"0 9 * * *\", tz: Europe/Paris }\ntree:\n  set: {x: 1}\n";
     let definition = crate::definition::parse(flow, "f.yaml").expect("valid flow");
-    let spec = definition.interests.into_iter().next().expect("one interest");
+    let spec = definition
+        .interests
+        .into_iter()
+        .next()
+        .expect("one interest");
     assert_eq!(spec.describe(), "cron `0 9 * * *` at Europe/Paris");
     // 2026-12-03T10:07:30Z: the next 09:00 in Paris (UTC+1 in winter) is 08:00 UTC.
     let now = 1_796_292_450_000;
@@ -262,5 +266,8 @@ fn a_cron_in_a_named_zone_parses_describes_and_schedules() {
     let bad = "name: b\non:\n  - schedule: { cron: \"0 9 * * *\", tz: Mars/Olympus }\ntree:\n  set: {x: 1}\n";
     let errors = crate::definition::parse(bad, "f.yaml").expect_err("unknown zone");
     let text = errors[0].to_string();
-    assert!(text.contains("Mars/Olympus") && text.contains(":3:"), "{text}");
+    assert!(
+        text.contains("Mars/Olympus") && text.contains(":3:"),
+        "{text}"
+    );
 }
