@@ -1,5 +1,5 @@
 //! The store format, pinned. A fixed scenario (a job that ran an effect and succeeded, a
-//! job parked on a wait) is run through the job path on a memory store; every table's
+//! job parked on a wait and moved to a second revision of its flow) is run through the job path on a memory store; every table's
 //! keys and values must equal `golden/<FORMAT>.txt` byte for byte, and that file, loaded
 //! into a fresh store, must open and read back as the same jobs.
 //!
@@ -46,7 +46,8 @@ fn dump(store: &dyn Store) -> String {
 const HELLO: &str = "name: hello\ninput:\n  who: { type: string, default: world }\ntree:\n  sequence:\n    - run: { cmd: \"echo hello {{ input.who }}\", save: echoed }\n    - set: { greeting: \"{{ state.echoed.stdout | trim }}\" }\n";
 const APPROVAL: &str = "name: approval\ntree:\n  sequence:\n    - run: { cmd: \"echo building\", save: build }\n    - wait:\n        key: approve\n        prompt: \"Ship the build?\"\n        schema: { type: object, required: [ok], properties: { ok: { type: boolean } } }\n    - run: { cmd: \"echo shipped\" }\n";
 
-/// The fixed scenario: returns (the succeeded job, the parked job).
+/// The fixed scenario: returns (the succeeded job, the parked job, moved to a second
+/// revision of its flow).
 fn scenario(host: &mut Host) -> (String, String) {
     let hello = host.submit_source(HELLO, json!({}));
     let effect = host.claim().expect("hello's effect");
@@ -54,6 +55,17 @@ fn scenario(host: &mut Host) -> (String, String) {
     let approval = host.submit_source(APPROVAL, json!({}));
     let build = host.claim().expect("approval's build");
     host.complete_run(&build, 0, "building\n");
+    let second = APPROVAL.replace("echo shipped", "echo shipped twice");
+    host.path
+        .add_definition(host.now, &second, "approval.yaml")
+        .expect("a second revision");
+    let store = Arc::clone(&host.store);
+    let moved = host
+        .path
+        .migrate(host.now, &*store, "approval", 2, &[], false)
+        .expect("migrate");
+    assert_eq!(moved.moved, 1);
+    host.commit();
     (hello.job, approval.job)
 }
 

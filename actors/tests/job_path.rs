@@ -959,3 +959,116 @@ fn ended_jobs_are_compacted_then_forgotten_in_bounded_steps() {
         "a live job stays"
     );
 }
+
+/// `palm flows migrate`: a job moves to a revision that derives its history unchanged
+/// (a dry run first changes nothing), runs the new revision from where it is, stays
+/// there across a restart; a revision that rewrites a step the job already took leaves
+/// it where it was, saying at which event the histories part.
+#[test]
+fn jobs_migrate_to_a_revision_that_keeps_their_history() {
+    use palm_actors::path::migrate::Verdict;
+    let mut host = Host::new();
+    let v1 = example("approval");
+    let parked = host.submit_source(&v1, json!({})).job;
+    let build = host.claim().expect("build");
+    assert_eq!(host.complete_run(&build, 0, ""), JobStatus::Waiting);
+    let running = host.submit_source(&v1, json!({})).job;
+    let v2 = v1.replace("echo shipped", "echo shipped v2");
+    let added = host
+        .path
+        .add_definition(host.now, &v2, "v2.yaml")
+        .expect("v2");
+    assert_eq!(added.revision, 2);
+    host.commit();
+
+    let store = host.store.clone();
+    let journal_before = host.journal(&parked);
+    let plan = host
+        .path
+        .migrate(host.now, &*store, "approval", 2, &[], true)
+        .expect("dry run");
+    host.commit();
+    assert_eq!((plan.movable, plan.moved, plan.diverged), (2, 0, 0));
+    assert!(
+        plan.jobs
+            .iter()
+            .all(|j| j.verdict == Verdict::Moves && j.from == 1)
+    );
+    assert_eq!(plan.jobs[0].job, parked);
+    assert_eq!(plan.jobs[0].waiting, ["approve"]);
+    assert_eq!(
+        host.journal(&parked),
+        journal_before,
+        "a dry run writes nothing"
+    );
+
+    let report = host
+        .path
+        .migrate(host.now, &*store, "approval", 2, &[], false)
+        .expect("migrate");
+    host.commit();
+    assert_eq!((report.movable, report.moved), (2, 2));
+    assert_eq!(host.view(&parked).revision, 2);
+    assert_eq!(
+        host.journal(&parked).last().map(|e| e.kind.name()),
+        Some("migrated")
+    );
+    // Again: nothing left to move.
+    let again = host
+        .path
+        .migrate(host.now, &*store, "approval", 2, &[], false)
+        .expect("again");
+    assert!(again.jobs.iter().all(|j| j.verdict == Verdict::Stays));
+
+    // A restart replays the moved job under revision 2; it continues there.
+    let mut host = host.restart();
+    let store = host.store.clone();
+    assert_eq!(host.view(&parked).revision, 2);
+    host.path
+        .continue_job(host.now, &parked, "approve", json!({"ok": true}), &*store)
+        .expect("continue");
+    host.commit();
+    let mut ships = host.claim_all();
+    ships.sort_by(|a, b| a.job.cmp(&b.job));
+    let ship = ships.iter().find(|e| e.job == parked).expect("ship");
+    assert_eq!(Host::cmd(ship), "echo shipped v2");
+
+    // Revision 3 rewrites the build step, which the running job has already requested.
+    let v3 = v2.replace("echo building", "echo building fast");
+    host.path
+        .add_definition(host.now, &v3, "v3.yaml")
+        .expect("v3");
+    host.commit();
+    let report = host
+        .path
+        .migrate(
+            host.now,
+            &*store,
+            "approval",
+            3,
+            std::slice::from_ref(&running),
+            false,
+        )
+        .expect("migrate to 3");
+    host.commit();
+    assert_eq!(report.jobs.len(), 1, "only the job asked for");
+    assert_eq!(report.jobs[0].verdict, Verdict::Diverges);
+    let reason = report.jobs[0].reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("at event 2") && reason.contains("echo building fast"),
+        "{reason}"
+    );
+    assert_eq!(host.view(&running).revision, 2, "left where it was");
+    assert!(
+        host.path
+            .migrate(host.now, &*store, "approval", 9, &[], true)
+            .is_err(),
+        "no revision 9"
+    );
+    assert!(
+        host.path
+            .migrate(host.now, &*store, "approval", 3, &["nope-1".into()], true)
+            .is_err(),
+        "not a job of the flow"
+    );
+}

@@ -107,6 +107,20 @@ pub enum Request {
         /// Where it came from.
         origin: String,
     },
+    /// Move unfinished jobs of a flow to another of its revisions: those whose history
+    /// the revision derives unchanged (`palm flows migrate`).
+    FlowsMigrate {
+        /// Flow name.
+        name: String,
+        /// The target revision.
+        to: u32,
+        /// Only these jobs (empty: every unfinished job of the flow).
+        #[serde(default)]
+        jobs: Vec<String>,
+        /// Check and report only; move nothing.
+        #[serde(default)]
+        dry_run: bool,
+    },
     /// List stored flows.
     FlowsList,
     /// Show one stored flow.

@@ -262,6 +262,28 @@ pub enum FlowsCommand {
         #[arg(long)]
         revision: Option<u32>,
     },
+    /// Move unfinished jobs to another revision: shows which can move (the revision must
+    /// derive their history unchanged), then moves them. Exit 1 if some cannot move.
+    Migrate(FlowsMigrateArgs),
+}
+
+/// `palm flows migrate NAME --to R`.
+#[derive(Debug, Args)]
+pub struct FlowsMigrateArgs {
+    /// Flow name.
+    pub name: String,
+    /// The target revision.
+    #[arg(long)]
+    pub to: u32,
+    /// Only this job (repeatable); default: every unfinished job of the flow.
+    #[arg(long)]
+    pub job: Vec<String>,
+    /// Show the impact and move nothing.
+    #[arg(long, conflicts_with = "yes")]
+    pub dry_run: bool,
+    /// Move without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// `palm places ...`.

@@ -347,6 +347,7 @@ async fn flows(ctx: &Ctx, command: FlowsCommand) -> CliResult {
             });
             Ok(Code::Ok)
         }
+        FlowsCommand::Migrate(args) => crate::flows_cmd::migrate(ctx, args).await,
         FlowsCommand::List => {
             let flows = one_call(ctx, Access::Read, Request::FlowsList).await?;
             print(ctx, &flows, |out, v| {

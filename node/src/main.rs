@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod ctx;
 mod doctor;
+mod flows_cmd;
 use palm_api::exit;
 use palm_node::{config, control, genome, link, node, providers, sys, tokens};
 #[cfg(feature = "intel")]

@@ -62,6 +62,16 @@ impl Output {
     pub fn bold(&self, text: &str) -> String {
         self.paint("1", text)
     }
+
+    /// Green text: it went well.
+    pub fn green(&self, text: &str) -> String {
+        self.paint("32", text)
+    }
+
+    /// Red text: it did not.
+    pub fn red(&self, text: &str) -> String {
+        self.paint("31", text)
+    }
 }
 
 fn text(value: &Value, key: &str) -> String {

@@ -539,6 +539,111 @@ fn run_and_submit_choose_a_stored_revision() {
     assert!(refused.stderr.contains("is a file"), "{}", refused.stderr);
 }
 
+/// `palm flows migrate`: the impact first (no move without --yes when there is no
+/// terminal to ask), then the move; the moved job survives a restart on its new revision
+/// and runs it; a revision that rewrites a step the job took is refused with exit 1.
+#[test]
+fn flows_migrate_shows_the_impact_then_moves_parked_jobs() {
+    let data = data_dir();
+    let file = data.path().join("ship.yaml");
+    let flow = |build: &str, ship: &str| {
+        format!(
+            "name: ship\ntree:\n  sequence:\n    - run: {{ cmd: \"{build}\", save: built }}\n    - wait: {{ key: go }}\n    - run: {{ cmd: \"{ship}\", save: shipped }}\n"
+        )
+    };
+    let add = |text: String| {
+        std::fs::write(&file, text).expect("flow");
+        let added = palm(data.path(), &["flows", "add", &file.display().to_string()]);
+        assert_eq!(added.code, 0, "{}", added.stderr);
+    };
+    add(flow("echo building", "echo shipped"));
+    let up = Up::start(data.path(), &[]);
+    let parked = palm(data.path(), &["run", "ship", "--json"]);
+    assert_eq!(parked.code, 4, "{}", parked.stderr);
+    let job = parked.json()["job"].as_str().expect("job").to_owned();
+    add(flow("echo building", "echo shipped v2"));
+
+    let unconfirmed = palm(data.path(), &["flows", "migrate", "ship", "--to", "2"]);
+    assert_eq!(unconfirmed.code, 2, "{}", unconfirmed.stderr);
+    assert!(
+        unconfirmed.stdout.contains("can move"),
+        "{}",
+        unconfirmed.stdout
+    );
+    assert!(
+        unconfirmed.stderr.contains("--yes"),
+        "{}",
+        unconfirmed.stderr
+    );
+    let plan = palm(
+        data.path(),
+        &[
+            "flows",
+            "migrate",
+            "ship",
+            "--to",
+            "2",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let plan = plan.json();
+    assert_eq!(
+        (plan["movable"].clone(), plan["moved"].clone()),
+        (json!(1), json!(0))
+    );
+    assert_eq!(plan["jobs"][0]["job"], job.as_str());
+    assert_eq!(plan["jobs"][0]["verdict"], "moves");
+    assert_eq!(plan["jobs"][0]["waiting"], json!(["go"]));
+    let status = palm(data.path(), &["status", &job, "--json"]).json();
+    assert_eq!(status["revision"], 1, "a dry run moves nothing");
+
+    let moved = palm(
+        data.path(),
+        &["flows", "migrate", "ship", "--to", "2", "--yes", "--json"],
+    );
+    assert_eq!(moved.code, 0, "{}", moved.stderr);
+    let moved = moved.json();
+    assert_eq!(moved["moved"], 1, "{moved}");
+    assert_eq!(moved["jobs"][0]["verdict"], "moved");
+
+    // Revision 3 rewrites the build step the job already ran: it cannot move.
+    add(flow("echo building fast", "echo shipped v3"));
+    let refused = palm(
+        data.path(),
+        &["flows", "migrate", "ship", "--to", "3", "--yes", "--json"],
+    );
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    let refused = refused.json();
+    assert_eq!(refused["diverged"], 1);
+    assert_eq!(refused["jobs"][0]["verdict"], "diverges");
+    let reason = refused["jobs"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("echo building fast"), "{reason}");
+
+    // A restart replays the job under revision 2, where it continues.
+    up.kill9();
+    let _up = Up::start(data.path(), &[]);
+    let status = palm(data.path(), &["status", &job, "--json"]).json();
+    assert_eq!(
+        (status["revision"].clone(), status["status"].clone()),
+        (json!(2), json!("waiting"))
+    );
+    let done = palm(
+        data.path(),
+        &["continue", &job, "--key", "go", "--input", "{}", "--json"],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.json()["state"]["shipped"]["stdout"], "shipped v2\n");
+    let missing = palm(data.path(), &["flows", "migrate", "ship", "--to", "9"]);
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing.stderr.contains("no revision 9"),
+        "{}",
+        missing.stderr
+    );
+}
+
 #[test]
 fn completions_are_scripts_the_shell_accepts() {
     let data = data_dir();

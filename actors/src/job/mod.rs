@@ -194,6 +194,18 @@ pub enum EventKind {
     },
     /// Derived: the job was cancelled.
     Cancelled,
+    /// Input: the job moved to another revision of its flow (`palm flows migrate`). Its
+    /// whole history replays under the new revision exactly as recorded (checked before
+    /// this is written), so replay runs the whole journal under the revision of the last
+    /// `migrated` event. Last in the enum: stored discriminants of the others stay.
+    Migrated {
+        /// The revision it ran before.
+        from: u32,
+        /// The revision it runs now.
+        revision: u32,
+        /// Pinned revisions of inlined subflows under the new revision.
+        subflows: Vec<(String, u32)>,
+    },
 }
 
 impl EventKind {
@@ -207,6 +219,7 @@ impl EventKind {
                 | EventKind::TimerFired { .. }
                 | EventKind::CancelRequested { .. }
                 | EventKind::Resumed
+                | EventKind::Migrated { .. }
         )
     }
 
@@ -227,6 +240,28 @@ impl EventKind {
             EventKind::Succeeded => "succeeded",
             EventKind::Failed { .. } => "failed",
             EventKind::Cancelled => "cancelled",
+            EventKind::Migrated { .. } => "migrated",
+        }
+    }
+
+    /// A short line for people: the kind and what it names (`effect_requested run
+    /// "make" at 0.1`, `parked approve`), for reports of where two histories part.
+    pub fn describe(&self) -> String {
+        match self {
+            EventKind::EffectRequested { key, path, request } => {
+                format!("effect_requested {} at {path} ({key})", request.kind_name())
+            }
+            EventKind::EffectCompleted { key, .. }
+            | EventKind::EffectCancelled { key }
+            | EventKind::TimerFired { key } => format!("{} {key}", self.name()),
+            EventKind::Parked(parked) => format!("parked on `{}`", parked.key),
+            EventKind::Unparked { key, .. } => format!("unparked `{key}`"),
+            EventKind::Continued { key, .. } => format!("continued `{key}`"),
+            EventKind::Failed { error } => format!("failed: {error}"),
+            EventKind::Migrated { from, revision, .. } => {
+                format!("migrated from revision {from} to {revision}")
+            }
+            other => other.name().to_owned(),
         }
     }
 }
@@ -494,7 +529,9 @@ impl JobCore {
                 let parked = self.parked_for(key)?;
                 validate_continue(parked, &input.0)
             }
-            EventKind::CancelRequested { .. } | EventKind::Resumed => Ok(()),
+            EventKind::CancelRequested { .. } | EventKind::Resumed | EventKind::Migrated { .. } => {
+                Ok(())
+            }
             derived => unreachable!("{} is not an input", derived.name()),
         }
     }
@@ -538,6 +575,14 @@ impl JobCore {
                     .deliver(&park, Delivery::Continued(value.0.clone()));
             }
             EventKind::CancelRequested { .. } | EventKind::Resumed => {}
+            EventKind::Migrated {
+                revision, subflows, ..
+            } => {
+                // The engine already runs the new revision's program: the host replayed
+                // the history under it before recording this.
+                self.revision = *revision;
+                self.subflows = subflows.clone();
+            }
             _ => unreachable!("checked above"),
         }
         let cancel = matches!(input, EventKind::CancelRequested { .. });
@@ -629,10 +674,39 @@ impl JobCore {
     }
 
     /// Rebuilds a job from its journal, checking every derived event against the record.
+    /// A journal with `migrated` events runs under the revision the last one names.
     pub fn replay(
         events: &[Event],
         program: &mut ProgramLookup<'_>,
         id: &str,
+    ) -> Result<JobCore, ReplayError> {
+        let pinned = events.iter().rev().find_map(|e| match &e.kind {
+            EventKind::Migrated {
+                revision, subflows, ..
+            } => Some((*revision, subflows.clone())),
+            _ => None,
+        });
+        JobCore::replay_pinned(events, program, id, pinned)
+    }
+
+    /// Replays a journal as if the job had always run `revision` (with `subflows`): `Ok`
+    /// means that revision derives exactly the recorded history, so the job can move to
+    /// it; the error says where the two part.
+    pub fn replay_under(
+        events: &[Event],
+        program: &mut ProgramLookup<'_>,
+        id: &str,
+        revision: u32,
+        subflows: Vec<(String, u32)>,
+    ) -> Result<JobCore, ReplayError> {
+        JobCore::replay_pinned(events, program, id, Some((revision, subflows)))
+    }
+
+    fn replay_pinned(
+        events: &[Event],
+        program: &mut ProgramLookup<'_>,
+        id: &str,
+        pinned: Option<(u32, Vec<(String, u32)>)>,
     ) -> Result<JobCore, ReplayError> {
         let Some(first) = events.first() else {
             return Err(ReplayError::NoSubmission(id.to_owned()));
@@ -648,11 +722,14 @@ impl JobCore {
         else {
             return Err(ReplayError::NoSubmission(id.to_owned()));
         };
-        let Some(compiled) = program(flow, *revision, subflows) else {
+        let (run_revision, run_subflows) = pinned
+            .clone()
+            .unwrap_or_else(|| (*revision, subflows.clone()));
+        let Some(compiled) = program(flow, run_revision, &run_subflows) else {
             return Err(ReplayError::MissingDefinition {
                 job: id.to_owned(),
                 flow: flow.clone(),
-                revision: *revision,
+                revision: run_revision,
             });
         };
         let (mut job, derived) = JobCore::start(
@@ -787,11 +864,21 @@ fn compare(
                 });
             }
             Some(recorded) => {
+                // Short lines when they tell the two apart; every field when the
+                // difference is in the detail (a command's text, a wait's schema).
+                let (mut recorded, mut derived) = (recorded.kind.describe(), event.kind.describe());
+                if recorded == derived {
+                    let full = |kind: &EventKind| {
+                        serde_json::to_string(kind).unwrap_or_else(|_| format!("{kind:?}"))
+                    };
+                    recorded = full(&events[*cursor].kind);
+                    derived = full(&event.kind);
+                }
                 return Err(ReplayError::Diverged {
                     job: id.to_owned(),
                     seq: event.seq,
-                    recorded: format!("{:?}", recorded.kind),
-                    derived: format!("{:?}", event.kind),
+                    recorded,
+                    derived,
                 });
             }
             // A journal may end mid-way only if the write that held the rest was lost;

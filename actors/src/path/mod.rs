@@ -13,6 +13,7 @@
 //! of a new store) comes from a caller's seed. No clock, no threads, no I/O beyond the
 //! store trait.
 
+pub mod migrate;
 pub mod records;
 pub mod retention;
 

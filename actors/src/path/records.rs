@@ -13,11 +13,14 @@ use serde::{Deserialize, Serialize};
 /// Version 3: a new store's tag is 13 characters drawn from 64 random bits (a tree of a
 /// million nodes is unlikely to see two alike; 4 characters gave a 38% chance of a
 /// collision at 1,000 nodes), and the `groups` table. Records are unchanged.
-pub const FORMAT: &str = "palm-store/3";
+/// Version 4: a journal may hold a `migrated` event (a job moved to another revision of
+/// its flow); an older build cannot read one, so it must refuse the store up front
+/// rather than fail on the first migrated job. Nothing else changed.
+pub const FORMAT: &str = "palm-store/4";
 
-/// Formats this build opens. A version 2 store is read as is (its short tag stays: job
-/// ids never change) and marked version 3 by its next write.
-pub const FORMATS_READ: [&str; 2] = ["palm-store/2", FORMAT];
+/// Formats this build opens. Versions 2 and 3 are read as they are (a version 2 store's
+/// short tag stays: job ids never change) and marked version 4 by their next write.
+pub const FORMATS_READ: [&str; 3] = ["palm-store/2", "palm-store/3", FORMAT];
 
 pub(crate) const META_FORMAT: &[u8] = b"format";
 pub(crate) const META_TAG: &[u8] = b"tag";

@@ -339,6 +339,21 @@ impl Desk {
                     "token requests are not answered by the kernel",
                 )));
             }
+            Request::FlowsMigrate {
+                name,
+                to,
+                jobs,
+                dry_run,
+            } => match self.path.migrate(now, &*store, &name, to, &jobs, dry_run) {
+                Ok(report) => Response::ok(serde_json::to_value(report).unwrap_or(Value::Null)),
+                Err(
+                    err @ (SubmitError::UnknownFlow { .. } | SubmitError::UnknownRevision { .. }),
+                ) => invalid("unknown_flow", err),
+                Err(err @ SubmitError::Store(_)) => {
+                    Response::err(ErrorBody::failure("store", err.to_string()))
+                }
+                Err(err) => invalid("invalid_input", err),
+            },
             Request::FlowsAdd { source, origin } => {
                 match self.path.add_definition(now, &source, &origin) {
                     Ok(added) => Response::ok(serde_json::to_value(added).unwrap_or(Value::Null)),
