@@ -140,6 +140,12 @@ pub enum Command {
     Bench(BenchCommand),
     /// Serve MCP (stdio, or streamable HTTP with --http) so coding agents drive jobs.
     Mcp(palm_mcp::McpArgs),
+    /// Coding agents: run one (claude, codex, or a CLI under `agents:` in palm.yaml).
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Patches agent runs left: list, show.
+    #[command(subcommand)]
+    Patches(PatchesCommand),
     /// Repo intelligence: index, symbols, callers, search, neighbors, risk, changed-now,
     /// explain, handoff (see `intel_cmd.rs`).
     #[cfg(feature = "intel")]
@@ -265,6 +271,59 @@ pub enum FlowsCommand {
     /// Move unfinished jobs to another revision: shows which can move (the revision must
     /// derive their history unchanged), then moves them. Exit 1 if some cannot move.
     Migrate(FlowsMigrateArgs),
+}
+
+/// `palm agent ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Run one agent as a one-leaf job and wait for its end state.
+    Run(AgentRunArgs),
+}
+
+/// `palm agent run PROVIDER "PROMPT"`.
+#[derive(Debug, Args)]
+pub struct AgentRunArgs {
+    /// claude, codex, or a name under `agents:` in palm.yaml.
+    pub provider: String,
+    /// The task.
+    pub prompt: String,
+    /// Its authority: observe (never writes), edit, execute.
+    #[arg(long, default_value = "edit")]
+    pub mode: String,
+    /// The git checkout to work on [default: the current directory].
+    #[arg(long)]
+    pub repo: Option<PathBuf>,
+    /// Kill the run after this long (e.g. 20m).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Stop after this many turns.
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+    /// Continue this session.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// The provider's model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A cost above this (US dollars) ends the run as `budget`.
+    #[arg(long)]
+    pub budget_usd: Option<f64>,
+}
+
+/// `palm patches ...`.
+#[derive(Debug, Subcommand)]
+pub enum PatchesCommand {
+    /// List patches (newest first).
+    List {
+        /// Only this job's.
+        #[arg(long)]
+        job: Option<String>,
+    },
+    /// Show one patch: what it changes, its findings, its diff.
+    Show {
+        /// Patch id.
+        id: String,
+    },
 }
 
 /// `palm flows migrate NAME --to R`.

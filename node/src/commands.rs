@@ -83,6 +83,10 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
             Ok(Code::Ok)
         }
         Command::Doctor => crate::doctor::run(&ctx).await,
+        Command::Agent(crate::cli::AgentCommand::Run(args)) => {
+            crate::agent_cmd::run(&ctx, args).await
+        }
+        Command::Patches(command) => crate::agent_cmd::patches(&ctx, command),
         Command::Completions { shell } => {
             let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "palm", &mut std::io::stdout());
@@ -101,7 +105,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
     }
 }
 
-fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {
+pub(crate) fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {
     if ctx.out.json || !std::io::stderr().is_terminal() {
         return None;
     }
@@ -123,11 +127,11 @@ fn status_code(view: &Value) -> Code {
 }
 
 /// How often `palm run`/`palm continue` re-ask while waiting (the spinner's news).
-const WAIT_SLICE_MS: u64 = 1_000;
+pub(crate) const WAIT_SLICE_MS: u64 = 1_000;
 
 /// Waits for a job to settle (the shared verb; the spinner shows its progress) and
 /// prints it.
-async fn wait_and_print(
+pub(crate) async fn wait_and_print(
     ctx: &Ctx,
     target: &mut Target,
     job: &str,

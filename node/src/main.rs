@@ -3,6 +3,7 @@
 //! Exit codes (see `exit.rs`): 0 ok or job succeeded, 1 other error, 2 usage or invalid
 //! input, 3 job failed, 4 job waiting, 5 job cancelled.
 
+mod agent_cmd;
 mod bench;
 #[cfg(feature = "intel")]
 mod bench_index;

@@ -108,6 +108,115 @@ fn retention(
     Ok(kept)
 }
 
+/// `agents: {NAME: {command: [PROGRAM, ARG..], env: {..}, timeout: DURATION}}`: an agent
+/// CLI an `agent` leaf can name as its provider (`palm_agents::custom` has the contract).
+fn declared_agent(
+    name: &palm_actors::definition::yaml::Spanned,
+    settings: &palm_actors::definition::yaml::Spanned,
+) -> Result<crate::genome::provider::DeclaredAgent, (palm_actors::definition::Span, String)> {
+    use palm_actors::definition::parse_duration_ms;
+    let text = name.as_str().unwrap_or_default();
+    let valid = !text.is_empty()
+        && text.len() <= PROVIDER_NAME_LEN_MAX
+        && text.starts_with(|c: char| c.is_ascii_lowercase())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !valid {
+        return Err((
+            name.span,
+            format!(
+                "agent name `{text}` must be lowercase letters, digits, `_` or `-`, starting with a letter"
+            ),
+        ));
+    }
+    if palm_agents::spec::BUILTIN_PROVIDERS.contains(&text) {
+        return Err((
+            name.span,
+            format!("`{text}` is a built-in agent provider; give yours another name"),
+        ));
+    }
+    let Value::Map(fields) = &settings.value else {
+        return Err((
+            settings.span,
+            format!("`agents.{text}` must be a mapping with `command: [...]`"),
+        ));
+    };
+    let mut agent = crate::genome::provider::DeclaredAgent {
+        name: text.to_owned(),
+        command: Vec::new(),
+        env: Default::default(),
+        timeout_ms: None,
+    };
+    for (field, value) in fields {
+        match field.as_str().unwrap_or_default() {
+            "command" => {
+                let items: Option<Vec<String>> = match &value.value {
+                    Value::Seq(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map(str::to_owned))
+                        .collect(),
+                    _ => None,
+                };
+                match items {
+                    Some(items) if !items.is_empty() && !items[0].is_empty() => {
+                        agent.command = items
+                    }
+                    _ => {
+                        return Err((
+                            value.span,
+                            format!(
+                                "`agents.{text}.command` must be a non-empty list of strings: the program, then its arguments (no shell)"
+                            ),
+                        ));
+                    }
+                }
+            }
+            "env" => {
+                let Value::Map(entries) = &value.value else {
+                    return Err((
+                        value.span,
+                        format!("`agents.{text}.env` must be a mapping of names to strings"),
+                    ));
+                };
+                for (key, v) in entries {
+                    let Some(v) = v.as_str() else {
+                        return Err((
+                            v.span,
+                            format!("`agents.{text}.env` values must be strings"),
+                        ));
+                    };
+                    agent
+                        .env
+                        .insert(key.as_str().unwrap_or_default().to_owned(), v.to_owned());
+                }
+            }
+            "timeout" => match value.as_str().and_then(parse_duration_ms) {
+                Some(ms) if ms > 0 => agent.timeout_ms = Some(ms),
+                _ => {
+                    return Err((
+                        value.span,
+                        format!("`agents.{text}.timeout` must be a duration like 20m"),
+                    ));
+                }
+            },
+            other => {
+                return Err((
+                    field.span,
+                    format!("unknown key `agents.{text}.{other}`; known: command, env, timeout"),
+                ));
+            }
+        }
+    }
+    if agent.command.is_empty() {
+        return Err((
+            settings.span,
+            format!("`agents.{text}` needs `command: [PROGRAM, ARG..]`"),
+        ));
+    }
+    Ok(agent)
+}
+
 /// The longest a declared provider's name may be.
 const PROVIDER_NAME_LEN_MAX: usize = 64;
 
@@ -400,6 +509,18 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 Value::Int(n) if n >= 500 => config.lease_ms = Some(n as u64),
                 _ => return Err(at(value.span, "`lease_ms` must be an integer ≥ 500".into())),
             },
+            "agents" => {
+                let Value::Map(agents) = &value.value else {
+                    return Err(at(
+                        value.span,
+                        "`agents` must be a mapping of names to `{command: [...]}`".into(),
+                    ));
+                };
+                for (name, settings) in agents {
+                    let agent = declared_agent(name, settings).map_err(|(span, m)| at(span, m))?;
+                    config.providers.agents.push(agent);
+                }
+            }
             "providers" => {
                 let Value::Map(providers) = &value.value else {
                     return Err(at(value.span, "`providers` must be a mapping".into()));
@@ -431,7 +552,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                             )?;
                             config.providers.http_ca = Some(std::path::PathBuf::from(ca));
                         }
-                        "kv" | "palm" => {
+                        "kv" | "palm" | "agent" => {
                             return Err(at(
                                 name.span,
                                 format!(
@@ -452,7 +573,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 return Err(at(
                     key.span,
                     format!(
-                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, lease_ms, retention"
+                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, lease_ms, retention"
                     ),
                 ));
             }
@@ -498,7 +619,7 @@ mod tests {
         let err = parse("name: box\nseets: 3\n", "palm.yaml").unwrap_err();
         assert_eq!(
             err.message,
-            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, lease_ms, retention"
+            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, lease_ms, retention"
         );
         assert!(parse("seats: 0\n", "palm.yaml").is_err());
         let config = parse(

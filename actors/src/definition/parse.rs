@@ -32,12 +32,21 @@ pub const NODE_TYPES: &[&str] = &[
     "succeed",
     "fail",
     "call",
+    "agent",
     "spawn",
     "subflow",
 ];
 
 pub(crate) const TOP_LEVEL_KEYS: &[&str] =
     &["name", "description", "input", "places", "on", "tree"];
+
+/// The provider an `agent` leaf calls.
+pub const AGENT_PROVIDER: &str = "agent";
+/// An `agent` leaf's timeout when it gives none (30 min).
+pub const AGENT_TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
+/// How much longer the call may take than the run's own timeout (killing a process
+/// group and saving the worktree take a moment).
+const AGENT_TIMEOUT_GRACE_MS: u64 = 60_000;
 
 /// Largest duration accepted anywhere (about 10 years), so arithmetic on deadlines
 /// cannot overflow.
@@ -965,6 +974,7 @@ impl Parser {
             "succeed" => self.succeed(span, body),
             "fail" => self.fail(span, body),
             "call" => self.call(span, body),
+            "agent" => self.agent(span, body),
             "spawn" => self.spawn(span, body),
             "subflow" => self.subflow(span, body),
             _ => {
@@ -1713,6 +1723,142 @@ impl Parser {
         })
     }
 
+    /// `agent: {provider, prompt, mode, repo, model, max_turns, timeout, budget_usd,
+    /// resume, schema, save, needs}`: a coding agent run, carried as a `call` of the
+    /// node's `agent` provider (a lease, a timeout, placement by `needs`, like any call).
+    /// Literal fields are checked here; templated ones when the call is made.
+    fn agent(&mut self, span: Span, body: &Spanned) -> Option<Node> {
+        let options = self.leaf_options(
+            "agent",
+            body,
+            &[
+                "name",
+                "provider",
+                "prompt",
+                "mode",
+                "repo",
+                "model",
+                "max_turns",
+                "timeout",
+                "budget_usd",
+                "resume",
+                "schema",
+                "save",
+                "needs",
+            ],
+        )?;
+        let hint = "`agent: { provider: claude, prompt: \"Fix {{ input.bug }}\", mode: edit }`";
+        let provider = self
+            .required(&options, "provider", "agent", span, hint)
+            .and_then(|node| self.value_template(node));
+        let prompt = self
+            .required(&options, "prompt", "agent", span, hint)
+            .and_then(|node| self.value_template(node));
+        let mut args = vec![
+            ("provider".to_owned(), provider?),
+            ("prompt".to_owned(), prompt?),
+        ];
+        if let Some(node) = options.get("mode") {
+            match node.as_str() {
+                Some("observe" | "edit" | "execute") => {}
+                Some(text) if text.contains("{{") => {}
+                _ => {
+                    self.error(
+                        node.span,
+                        format!("`mode` must be observe, edit or execute, found {}", describe(node)),
+                        Some("observe never writes; edit may change files; execute may also run commands".to_owned()),
+                    );
+                    return None;
+                }
+            }
+            args.push(("mode".to_owned(), self.value_template(node)?));
+        }
+        for field in ["repo", "model", "resume"] {
+            if let Some(node) = options.get(field) {
+                args.push((field.to_owned(), self.value_template(node)?));
+            }
+        }
+        if let Some(node) = options.get("max_turns") {
+            match node.value {
+                Value::Int(n) if n >= 1 => args.push((
+                    "max_turns".to_owned(),
+                    ValueTemplate::Literal(Json(serde_json::json!(n))),
+                )),
+                _ => {
+                    self.error(
+                        node.span,
+                        format!(
+                            "`max_turns` must be an integer of at least 1, found {}",
+                            describe(node)
+                        ),
+                        None,
+                    );
+                    return None;
+                }
+            }
+        }
+        if let Some(node) = options.get("budget_usd") {
+            match node.value {
+                Value::Int(n) if n > 0 => args.push((
+                    "budget_usd".to_owned(),
+                    ValueTemplate::Literal(Json(serde_json::json!(n as f64))),
+                )),
+                Value::Float(f) if f > 0.0 && f.is_finite() => args.push((
+                    "budget_usd".to_owned(),
+                    ValueTemplate::Literal(Json(serde_json::json!(f))),
+                )),
+                _ => {
+                    self.error(
+                        node.span,
+                        format!(
+                            "`budget_usd` must be a positive number, found {}",
+                            describe(node)
+                        ),
+                        None,
+                    );
+                    return None;
+                }
+            }
+        }
+        if let Some(node) = options.get("schema") {
+            let schema = node.to_json();
+            if let Err(err) = crate::jsonschema::Schema::compile(&schema) {
+                self.error(node.span, format!("`schema`: {err}"), None);
+                return None;
+            }
+            args.push(("schema".to_owned(), ValueTemplate::Literal(Json(schema))));
+        }
+        let timeout_ms = match options.get("timeout") {
+            Some(node) => self.duration(node, "`timeout`", false)?,
+            None => AGENT_TIMEOUT_MS_DEFAULT,
+        };
+        args.push((
+            "timeout_ms".to_owned(),
+            ValueTemplate::Literal(Json(serde_json::json!(timeout_ms))),
+        ));
+        let save = options
+            .get("save")
+            .and_then(|node| self.identifier(node, "`save`"));
+        let needs = options
+            .get("needs")
+            .map(|node| self.string_list(node, "`needs`"))
+            .unwrap_or_default();
+        let name = self.name_option(&options);
+        Some(Node {
+            kind: NodeKind::Call(CallSpec {
+                provider: AGENT_PROVIDER.to_owned(),
+                args: ValueTemplate::Map(args),
+                save,
+                needs,
+                // The run's own timeout fires first and ends it as `timeout`; this bound
+                // is for a provider that stopped answering altogether.
+                timeout_ms: Some(timeout_ms.saturating_add(AGENT_TIMEOUT_GRACE_MS)),
+            }),
+            name,
+            span,
+        })
+    }
+
     fn flow_name(&mut self, node: &Spanned) -> Option<String> {
         let name = self.string(node, "flow name")?;
         if is_flow_name(&name) {
@@ -1832,6 +1978,35 @@ mod tests {
     }
 
     #[test]
+    fn agent_leaves_say_what_is_wrong_and_where() {
+        let flow = |body: &str| format!("name: a\ntree:\n  agent: {body}\n");
+        assert_eq!(
+            errors(&flow("{ provider: claude, prompt: x, mode: root }")),
+            ["3:47 `mode` must be observe, edit or execute, found `root`"]
+        );
+        assert_eq!(
+            errors(&flow("{ provider: claude }")),
+            ["3:3 missing field `prompt` in `agent`"]
+        );
+        assert!(
+            errors(&flow("{ provider: claude, prompt: x, max_turns: 0 }"))[0].contains("max_turns")
+        );
+        assert!(
+            errors(&flow(
+                "{ provider: claude, prompt: x, schema: { typ: object } }"
+            ))[0]
+                .contains("`schema`")
+        );
+        assert!(errors(&flow("{ provider: claude, prompt: x, turns: 3 }"))[0].contains("turns"));
+        assert!(
+            errors(&flow(
+                "{ provider: claude, prompt: x, mode: \"{{ input.mode }}\" }"
+            ))
+            .is_empty()
+        );
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration_ms("250ms"), Some(250));
         assert_eq!(parse_duration_ms("5s"), Some(5000));
@@ -1871,6 +2046,7 @@ tree:
       - check: { expr: "state.a == 1", name: is-one }
       - fail: { message: "no {{ input.who }}" }
       - call: { provider: http, args: { url: "http://x/{{ input.who }}" }, save: resp }
+      - agent: { provider: claude, prompt: "fix {{ input.who }}", mode: edit, max_turns: 3, timeout: 5m, budget_usd: 0.5, save: fix, schema: { type: object } }
       - spawn: { flow: other, input: { who: "{{ input.who }}" }, wait: true, save: child }
       - subflow: other
       - wait: plain
@@ -1880,12 +2056,23 @@ tree:
         definition
             .tree
             .walk(&mut |node| types.push(node.kind.type_name()));
-        for expected in NODE_TYPES {
+        // `agent` is a `call` of the node's agent provider.
+        for expected in NODE_TYPES.iter().filter(|t| **t != "agent") {
             assert!(
                 types.contains(expected),
                 "{expected} missing from {types:?}"
             );
         }
+        let mut agent_calls = 0;
+        definition.tree.walk(&mut |node| {
+            if let NodeKind::Call(call) = &node.kind
+                && call.provider == AGENT_PROVIDER
+            {
+                agent_calls += 1;
+                assert_eq!(call.timeout_ms, Some(5 * 60_000 + AGENT_TIMEOUT_GRACE_MS));
+            }
+        });
+        assert_eq!(agent_calls, 1);
         assert_eq!(definition.input.len(), 2);
         assert_eq!(definition.subflow_names(), vec!["other"]);
     }

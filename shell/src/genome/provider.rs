@@ -65,6 +65,22 @@ pub struct ProviderSettings {
     pub http_ca: Option<PathBuf>,
     /// Providers declared in `palm.yaml`: a program or an HTTP endpoint each.
     pub declared: Vec<DeclaredProvider>,
+    /// Agent CLIs declared under `agents:` in `palm.yaml`.
+    pub agents: Vec<DeclaredAgent>,
+}
+
+/// An agent CLI declared under `agents:` (`palm_agents::custom` has its contract).
+#[derive(Clone, Debug)]
+pub struct DeclaredAgent {
+    /// Its name, as an `agent` leaf's `provider`.
+    pub name: String,
+    /// The program and its arguments (`{prompt_file}`, `{output_file}`, `{worktree}` and
+    /// `{mode}` are replaced).
+    pub command: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Its default timeout (ms).
+    pub timeout_ms: Option<u64>,
 }
 
 /// A provider declared in `palm.yaml` (`providers: {NAME: {command | url, ...}}`).

@@ -9,6 +9,7 @@
 //! (the call succeeds; `save` stores the value) or `Err(Failure)` (the call fails with a
 //! reason; a value, if any, is still saved so the flow can look at it).
 
+pub mod agent;
 pub mod declared;
 pub mod file;
 pub mod http;
@@ -35,6 +36,7 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
     )));
     registry.register(Arc::new(kv::Kv));
     registry.register(Arc::new(palm::Palm));
+    registry.register(Arc::new(agent::Agents::new(data, &settings.agents)));
     for spec in &settings.declared {
         match declared::Declared::new(spec.clone(), data, http.clone()) {
             Ok(provider) => registry.register(Arc::new(provider)),

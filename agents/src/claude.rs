@@ -1,0 +1,283 @@
+//! Claude Code headless: `claude -p --output-format stream-json --verbose`, the prompt on
+//! stdin, and the parser of its stream.
+//!
+//! The stream opens with a `system`/`init` line (the session id), then `assistant` lines
+//! (one content block per line, several sharing one `message.id`), `user` lines carrying
+//! `tool_result` blocks, and ends with one `result` line: `subtype` `success`,
+//! `error_max_turns` or `error_during_execution` (others may come), `is_error`,
+//! `session_id`, `num_turns`, `total_cost_usd`, `usage`, `result` (the final text) and
+//! `permission_denials`. A stream without its result line means the process died first.
+
+use crate::end::{End, RunSummary};
+use crate::spec::{AgentSpec, Mode};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Tools that change files.
+const EDIT_TOOLS: &str = "Edit,MultiEdit,Write,NotebookEdit";
+
+/// The command line (the prompt goes on stdin).
+pub fn argv(spec: &AgentSpec, program: &str) -> Vec<String> {
+    let mut argv: Vec<String> = [program, "-p", "--output-format", "stream-json", "--verbose"]
+        .map(str::to_owned)
+        .to_vec();
+    if let Some(model) = &spec.model {
+        argv.extend(["--model".to_owned(), model.clone()]);
+    }
+    if let Some(turns) = spec.max_turns {
+        argv.extend(["--max-turns".to_owned(), turns.to_string()]);
+    }
+    if let Some(session) = &spec.resume {
+        argv.extend(["--resume".to_owned(), session.clone()]);
+    }
+    // The mode is the run's authority, mapped onto Claude's permission switches: in
+    // print mode a tool that would need a prompt is refused (and reported as a denial).
+    match spec.mode {
+        Mode::Observe => argv.extend([
+            "--permission-mode".to_owned(),
+            "default".to_owned(),
+            "--disallowedTools".to_owned(),
+            format!("Bash,{EDIT_TOOLS}"),
+        ]),
+        Mode::Edit => argv.extend([
+            "--permission-mode".to_owned(),
+            "acceptEdits".to_owned(),
+            "--disallowedTools".to_owned(),
+            "Bash".to_owned(),
+        ]),
+        Mode::Execute => argv.extend([
+            "--permission-mode".to_owned(),
+            "acceptEdits".to_owned(),
+            "--allowedTools".to_owned(),
+            "Bash".to_owned(),
+        ]),
+    }
+    argv
+}
+
+/// Reads a stream line by line.
+#[derive(Debug, Default)]
+pub struct Parser {
+    summary: RunSummary,
+    messages: BTreeSet<String>,
+    last_text: String,
+}
+
+impl Parser {
+    /// A parser at the start of a stream.
+    pub fn new() -> Parser {
+        Parser::default()
+    }
+
+    /// Takes one line (without its newline). Never fails: what it cannot read is counted.
+    pub fn line(&mut self, line: &str) {
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
+            self.summary.bad_lines += 1;
+            return;
+        };
+        self.summary.lines += 1;
+        if let Some(id) = value.get("session_id").and_then(Value::as_str) {
+            self.summary.session_id = Some(id.to_owned());
+        }
+        match value.get("type").and_then(Value::as_str) {
+            Some("system") | Some("user") => {}
+            Some("assistant") => self.assistant(&value),
+            Some("result") => self.result(&value),
+            _ => self.summary.unknown_lines += 1,
+        }
+    }
+
+    fn assistant(&mut self, value: &Value) {
+        let message = &value["message"];
+        if let Some(id) = message.get("id").and_then(Value::as_str) {
+            self.messages.insert(id.to_owned());
+        }
+        let texts: Vec<&str> = message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|block| block["type"] == "text")
+            .filter_map(|block| block["text"].as_str())
+            .collect();
+        if !texts.is_empty() {
+            self.last_text = texts.join("\n");
+        }
+    }
+
+    fn result(&mut self, value: &Value) {
+        let subtype = value["subtype"].as_str().unwrap_or_default();
+        let is_error = value["is_error"].as_bool().unwrap_or(false);
+        self.summary.denials = value["permission_denials"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| {
+                d.get("tool_name")
+                    .and_then(Value::as_str)
+                    .or_else(|| d.as_str())
+                    .map(str::to_owned)
+            })
+            .collect();
+        let end = match subtype {
+            "success" if !is_error => End::Success,
+            "success" => End::Error,
+            "error_max_turns" => End::MaxTurns,
+            s if s.contains("budget") => End::Budget,
+            _ if !self.summary.denials.is_empty() => End::Denied,
+            _ => End::Error,
+        };
+        self.summary.end = Some(end);
+        self.summary.turns = value["num_turns"].as_u64();
+        self.summary.cost_usd = value["total_cost_usd"].as_f64();
+        if let Some(usage) = value.get("usage") {
+            self.summary.usage = usage.clone();
+        }
+        if let Some(text) = value["result"].as_str() {
+            self.summary.text = text.to_owned();
+        }
+        if end != End::Success {
+            let detail = value["result"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .or_else(|| {
+                    value["errors"].as_array().map(|e| {
+                        e.iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                });
+            self.summary.error = Some(match detail {
+                Some(detail) => format!("{subtype}: {detail}"),
+                None => subtype.to_owned(),
+            });
+        }
+    }
+
+    /// The summary of everything read. `end` is `None` when no result line came.
+    pub fn finish(mut self) -> RunSummary {
+        if self.summary.text.is_empty() {
+            self.summary.text = self.last_text;
+        }
+        if self.summary.turns.is_none() && !self.messages.is_empty() {
+            // Without a result line, the assistant messages seen are the best count.
+            self.summary.turns = Some(self.messages.len() as u64);
+        }
+        self.summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(lines: &[&str]) -> RunSummary {
+        let mut parser = Parser::new();
+        for line in lines {
+            parser.line(line);
+        }
+        parser.finish()
+    }
+
+    #[test]
+    fn a_whole_stream_with_its_pitfalls() {
+        let summary = parse(&[
+            r#"{"type":"system","subtype":"init","session_id":"s-1","tools":["Read"],"model":"m","permissionMode":"acceptEdits","cwd":"/w","new_field":1}"#,
+            r#"{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"thinking","thinking":"hm"}],"usage":{"input_tokens":3}},"session_id":"s-1"}"#,
+            r#"{"type":"assistant","message":{"id":"msg_1","content":[{"type":"tool_use","id":"toolu_1","name":"Edit","input":{}}]},"session_id":"s-1"}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"}]},"session_id":"s-1"}"#,
+            r#"{"type":"stream_event","event":{"type":"content_block_delta"}}"#,
+            "not json at all",
+            r#"{"type":"assistant","message":{"id":"msg_2","content":[{"type":"text","text":"Fixed."}]},"session_id":"s-1"}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":12,"num_turns":2,"result":"Fixed the bug.","session_id":"s-1","total_cost_usd":0.0123,"usage":{"input_tokens":10,"output_tokens":5},"permission_denials":[]}"#,
+        ]);
+        assert_eq!(summary.end, Some(End::Success));
+        assert_eq!(summary.session_id.as_deref(), Some("s-1"));
+        assert_eq!(summary.turns, Some(2));
+        assert_eq!(summary.cost_usd, Some(0.0123));
+        assert_eq!(summary.text, "Fixed the bug.");
+        assert_eq!(
+            summary.usage,
+            json!({"input_tokens": 10, "output_tokens": 5})
+        );
+        assert_eq!((summary.bad_lines, summary.unknown_lines), (1, 1));
+    }
+
+    #[test]
+    fn every_end_the_result_line_can_say() {
+        let end = |line: &str| parse(&[line]).end;
+        assert_eq!(
+            end(r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3}"#),
+            Some(End::MaxTurns)
+        );
+        assert_eq!(
+            end(r#"{"type":"result","subtype":"error_during_execution","is_error":true}"#),
+            Some(End::Error)
+        );
+        assert_eq!(
+            end(r#"{"type":"result","subtype":"error_max_budget_usd","is_error":true}"#),
+            Some(End::Budget)
+        );
+        assert_eq!(
+            end(
+                r#"{"type":"result","subtype":"error_during_execution","is_error":true,"permission_denials":[{"tool_name":"Bash","tool_input":{}}]}"#
+            ),
+            Some(End::Denied)
+        );
+        assert_eq!(
+            end(
+                r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 500"}"#
+            ),
+            Some(End::Error)
+        );
+    }
+
+    #[test]
+    fn a_stream_cut_short_has_no_end_and_keeps_what_it_saw() {
+        let summary = parse(&[
+            r#"{"type":"system","subtype":"init","session_id":"s-9"}"#,
+            r#"{"type":"assistant","message":{"id":"msg_1","content":[{"type":"text","text":"Working on it"}]}}"#,
+            r#"{"type":"assistant","message":{"id":"msg_2","content":[{"type":"te"#,
+        ]);
+        assert_eq!(summary.end, None);
+        assert_eq!(summary.session_id.as_deref(), Some("s-9"));
+        assert_eq!(summary.text, "Working on it");
+        assert_eq!(summary.bad_lines, 1);
+    }
+
+    #[test]
+    fn the_mode_is_mapped_onto_permission_switches() {
+        let spec = |mode: Mode| AgentSpec {
+            provider: "claude".into(),
+            prompt: "x".into(),
+            mode,
+            repo: None,
+            model: Some("sonnet".into()),
+            max_turns: Some(5),
+            timeout_ms: None,
+            budget_usd: None,
+            resume: Some("s-1".into()),
+            schema: None,
+            job: None,
+        };
+        let observe = argv(&spec(Mode::Observe), "claude").join(" ");
+        assert!(observe.starts_with("claude -p --output-format stream-json --verbose --model sonnet --max-turns 5 --resume s-1"), "{observe}");
+        assert!(observe.ends_with("--disallowedTools Bash,Edit,MultiEdit,Write,NotebookEdit"));
+        assert!(
+            argv(&spec(Mode::Edit), "claude")
+                .join(" ")
+                .ends_with("acceptEdits --disallowedTools Bash")
+        );
+        assert!(
+            argv(&spec(Mode::Execute), "claude")
+                .join(" ")
+                .ends_with("--allowedTools Bash")
+        );
+    }
+}

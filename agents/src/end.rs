@@ -1,0 +1,116 @@
+//! How a run ended, and the result an `agent` leaf saves.
+//!
+//! Every run ends in exactly one [`End`], decided from what the provider said (its
+//! result line, its exit code, its output file), never from scraping a terminal. The
+//! leaf succeeds if and only if the end is `success`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The end states of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    /// The provider says it finished its task.
+    Success,
+    /// It stopped at its turn limit.
+    MaxTurns,
+    /// It says it failed (an API error, a failed turn, a non-zero exit with an answer).
+    Error,
+    /// It ran past its timeout and was killed (its whole process group).
+    Timeout,
+    /// It died without saying how it ended (no result line); its partial output is kept.
+    Crashed,
+    /// It was cancelled (a halted branch, a cancelled job, a lost lease).
+    Interrupted,
+    /// Its authority refused what it tried (permission denials).
+    Denied,
+    /// It cost more than its budget.
+    Budget,
+    /// An observe run changed files: its changes were set aside, never applied.
+    Violation,
+}
+
+impl End {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            End::Success => "success",
+            End::MaxTurns => "max_turns",
+            End::Error => "error",
+            End::Timeout => "timeout",
+            End::Crashed => "crashed",
+            End::Interrupted => "interrupted",
+            End::Denied => "denied",
+            End::Budget => "budget",
+            End::Violation => "violation",
+        }
+    }
+}
+
+/// What a provider's output said, once the process is gone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// How it ended, as far as the output tells (`None`: it never said).
+    pub end: Option<End>,
+    /// The session (claude) or thread (codex) id, for resuming.
+    pub session_id: Option<String>,
+    /// Turns taken.
+    pub turns: Option<u64>,
+    /// Cost reported by the provider, in US dollars.
+    pub cost_usd: Option<f64>,
+    /// Token usage as the provider reported it (summed over turns for codex).
+    pub usage: Value,
+    /// The final answer (claude's `result`, codex's last agent message, a CLI's output).
+    pub text: String,
+    /// Why it failed, when it said.
+    pub error: Option<String>,
+    /// Tools its authority refused.
+    pub denials: Vec<String>,
+    /// JSON lines read.
+    pub lines: u64,
+    /// Lines that were not JSON (kept in the transcript, otherwise ignored).
+    pub bad_lines: u64,
+    /// Lines of a type this parser does not know (ignored).
+    pub unknown_lines: u64,
+}
+
+/// The result an `agent` leaf saves (`save: KEY`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentResult {
+    /// How it ended.
+    pub end: End,
+    /// `claude`, `codex` or the declared name.
+    pub provider: String,
+    /// The session to resume.
+    pub session_id: Option<String>,
+    /// Turns taken.
+    pub turns: Option<u64>,
+    /// Reported cost.
+    pub cost_usd: Option<f64>,
+    /// The final answer.
+    pub text: String,
+    /// The answer parsed as JSON, when a schema was given and it satisfied it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+    /// Where it ran.
+    pub worktree: Option<String>,
+    /// The patch it left (`{id, base, files, added, removed, status, findings}`), if any.
+    pub patch: Option<Value>,
+    /// Why it did not succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Token usage.
+    pub usage: Value,
+    /// The raw output: `{id, path, bytes, lines, truncated}`.
+    pub transcript: Value,
+    /// How long it ran (ms).
+    pub duration_ms: u64,
+}
+
+impl AgentResult {
+    /// As the JSON the leaf saves.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}

@@ -1,0 +1,363 @@
+//! The git side of a run: the job's worktree, snapshots of it on private refs, and the
+//! patch a run leaves.
+//!
+//! - **One worktree per job and repo**, `git worktree add --detach` at the repo's HEAD
+//!   when the job first needs it, under the node's data directory
+//!   (`DATA/worktrees/<job>/<repo>-<hash>`). Every agent step of the job on that repo
+//!   runs there, so later steps see earlier edits; different jobs never share one.
+//! - **Snapshots** commit the worktree's whole state (untracked files included, ignored
+//!   ones not) through a private index, onto a private ref (`refs/palm/saved/...`),
+//!   without touching the worktree's own index or HEAD. A snapshot is taken before a run
+//!   and after it, and before a worktree is ever removed, so no edit is lost.
+//! - **The patch** of a run is the diff from the job's base commit to the snapshot after
+//!   it (`git diff --binary`, new files included): applying a job's latest patch applies
+//!   all its work.
+//!
+//! Everything goes through the `git` program (the one the user has, with their
+//! configuration), with a clear error naming the command when it fails.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A failed git command: which, and what it said.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("git {command}: {message}")]
+pub struct GitError {
+    /// The arguments.
+    pub command: String,
+    /// Its stderr (last lines) or why it could not start.
+    pub message: String,
+}
+
+/// Runs git in `dir`; stdout on success.
+pub fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, GitError> {
+    let mut command = Command::new("git");
+    command
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        // Never ask a human for anything, never page.
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_PAGER", "cat");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().map_err(|e| GitError {
+        command: args.join(" "),
+        message: format!("cannot run git: {e}"),
+    })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        return Err(GitError {
+            command: args.join(" "),
+            message: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The top of the git checkout holding `dir`, if it is in one.
+pub fn toplevel(dir: &Path) -> Option<PathBuf> {
+    git(dir, &["rev-parse", "--show-toplevel"], &[])
+        .ok()
+        .map(|out| PathBuf::from(out.trim()))
+}
+
+/// A short content id: the first 16 hex digits of SHA-256.
+pub fn content_id(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// [`content_id`] computed piece by piece.
+#[derive(Default)]
+pub struct ContentHasher(Sha256);
+
+impl ContentHasher {
+    /// An empty one.
+    pub fn new() -> ContentHasher {
+        ContentHasher::default()
+    }
+
+    /// Adds bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The id of everything added.
+    pub fn finish(self) -> String {
+        self.0
+            .finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// A job's worktree on one repo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Worktree {
+    /// The checkout it belongs to.
+    pub repo: PathBuf,
+    /// Where it is.
+    pub path: PathBuf,
+    /// The commit it started from.
+    pub base: String,
+}
+
+/// Job ids are safe path parts already (`tag-N`); anything else is made so.
+fn safe(part: &str) -> String {
+    part.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Where `job`'s worktree on `repo` lives under `root`.
+pub fn worktree_path(root: &Path, job: &str, repo: &Path) -> PathBuf {
+    let name = repo
+        .file_name()
+        .map(|n| safe(&n.to_string_lossy()))
+        .unwrap_or_else(|| "repo".to_owned());
+    let hash = content_id(repo.to_string_lossy().as_bytes());
+    root.join(safe(job)).join(format!("{name}-{}", &hash[..8]))
+}
+
+/// The job's worktree on `repo` (a checkout's top), made at the repo's HEAD if it does
+/// not exist yet.
+pub fn ensure_worktree(root: &Path, job: &str, repo: &Path) -> Result<Worktree, GitError> {
+    let path = worktree_path(root, job, repo);
+    let base_file = path.with_extension("base");
+    if path.join(".git").exists()
+        && let Ok(base) = std::fs::read_to_string(&base_file)
+    {
+        return Ok(Worktree {
+            repo: repo.to_owned(),
+            path,
+            base: base.trim().to_owned(),
+        });
+    }
+    let base = git(repo, &["rev-parse", "--verify", "HEAD^{commit}"], &[])
+        .map_err(|e| GitError {
+            message: format!("{} (the repo needs at least one commit)", e.message),
+            ..e
+        })?
+        .trim()
+        .to_owned();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| GitError {
+            command: "worktree add".into(),
+            message: format!("cannot create {}: {e}", parent.display()),
+        })?;
+    }
+    let path_text = path.to_string_lossy().into_owned();
+    // A directory left by a crash between `worktree add` and the base file: prune it
+    // from git's list first (it holds nothing: the add had not finished).
+    let _ = git(repo, &["worktree", "prune"], &[]);
+    if path.exists() {
+        let _ = std::fs::remove_dir_all(&path);
+    }
+    git(
+        repo,
+        &["worktree", "add", "--detach", &path_text, &base],
+        &[],
+    )?;
+    std::fs::write(&base_file, &base).map_err(|e| GitError {
+        command: "worktree add".into(),
+        message: format!("cannot write {}: {e}", base_file.display()),
+    })?;
+    Ok(Worktree {
+        repo: repo.to_owned(),
+        path,
+        base,
+    })
+}
+
+/// A snapshot: the tree of the worktree's state and the commit holding it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The tree.
+    pub tree: String,
+    /// The commit on the private ref.
+    pub commit: String,
+}
+
+/// Commits the worktree's whole state (not ignored files) onto `reference`, through a
+/// private index: the worktree's index, HEAD and files are untouched.
+pub fn snapshot(worktree: &Worktree, reference: &str, message: &str) -> Result<Snapshot, GitError> {
+    let index = worktree.path.with_extension("index");
+    let index_text = index.to_string_lossy().into_owned();
+    let env = [("GIT_INDEX_FILE", index_text.as_str())];
+    // Start the private index from the base, then record every file as it is now.
+    git(&worktree.path, &["read-tree", &worktree.base], &env)?;
+    git(&worktree.path, &["add", "-A", "--", "."], &env)?;
+    let tree = git(&worktree.path, &["write-tree"], &env)?
+        .trim()
+        .to_owned();
+    let _ = std::fs::remove_file(&index);
+    let commit = git(
+        &worktree.path,
+        &["commit-tree", &tree, "-p", &worktree.base, "-m", message],
+        &[
+            ("GIT_AUTHOR_NAME", "palm"),
+            ("GIT_AUTHOR_EMAIL", "palm@localhost"),
+            ("GIT_COMMITTER_NAME", "palm"),
+            ("GIT_COMMITTER_EMAIL", "palm@localhost"),
+        ],
+    )?
+    .trim()
+    .to_owned();
+    git(&worktree.path, &["update-ref", reference, &commit], &[])?;
+    Ok(Snapshot { tree, commit })
+}
+
+/// The private ref of a job's snapshot.
+pub fn saved_ref(job: &str, name: &str) -> String {
+    format!("refs/palm/saved/{}/{}", safe(job), safe(name))
+}
+
+/// Puts the worktree's files back to `tree` (an observe run's changes undone; they stay
+/// on the snapshot that recorded them).
+pub fn restore(worktree: &Worktree, tree: &str) -> Result<(), GitError> {
+    let index = worktree.path.with_extension("index");
+    let index_text = index.to_string_lossy().into_owned();
+    let env = [("GIT_INDEX_FILE", index_text.as_str())];
+    // Files the run added are not in `tree`: list them from a fresh snapshot index.
+    git(&worktree.path, &["read-tree", tree], &env)?;
+    git(&worktree.path, &["checkout-index", "-a", "-f"], &env)?;
+    let extra = git(
+        &worktree.path,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        &env,
+    )?;
+    let _ = std::fs::remove_file(&index);
+    for file in extra.split('\0').filter(|f| !f.is_empty()) {
+        let _ = std::fs::remove_file(worktree.path.join(file));
+    }
+    Ok(())
+}
+
+/// What a run changed, from the base to a snapshot's tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diff {
+    /// `git diff --binary` text.
+    pub text: String,
+    /// Changed files.
+    pub files: Vec<String>,
+    /// Lines added (binary files count 0).
+    pub added: u64,
+    /// Lines removed.
+    pub removed: u64,
+}
+
+/// The diff from `base` to `tree`.
+pub fn diff(worktree: &Worktree, base: &str, tree: &str) -> Result<Diff, GitError> {
+    let text = git(
+        &worktree.path,
+        &["diff", "--binary", "--no-color", base, tree],
+        &[],
+    )?;
+    let numstat = git(
+        &worktree.path,
+        &["diff", "--numstat", "-z", base, tree],
+        &[],
+    )?;
+    let mut files = Vec::new();
+    let (mut added, mut removed) = (0, 0);
+    for entry in numstat.split('\0').filter(|e| !e.is_empty()) {
+        let mut parts = entry.splitn(3, '\t');
+        let (a, r, path) = (parts.next(), parts.next(), parts.next());
+        added += a.and_then(|a| a.parse::<u64>().ok()).unwrap_or(0);
+        removed += r.and_then(|r| r.parse::<u64>().ok()).unwrap_or(0);
+        if let Some(path) = path.filter(|p| !p.is_empty()) {
+            files.push(path.to_owned());
+        }
+    }
+    Ok(Diff {
+        text,
+        files,
+        added,
+        removed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tmp");
+        let run = |args: &[&str]| git(dir.path(), args, &[]).expect("git");
+        run(&["init", "-q", "-b", "main"]);
+        run(&["config", "user.email", "t@t"]);
+        run(&["config", "user.name", "t"]);
+        std::fs::write(dir.path().join("a.txt"), "one\n").expect("write");
+        run(&["add", "."]);
+        run(&["commit", "-q", "-m", "first"]);
+        dir
+    }
+
+    #[test]
+    fn content_ids_piece_by_piece_equal_whole() {
+        let mut hasher = ContentHasher::new();
+        hasher.update(b"hello ");
+        hasher.update(b"world");
+        assert_eq!(hasher.finish(), content_id(b"hello world"));
+        assert_eq!(content_id(b"hello world").len(), 16);
+    }
+
+    #[test]
+    fn a_worktree_snapshots_diffs_and_restores_without_touching_the_checkout() {
+        let repo = repo();
+        let root = tempfile::tempdir().expect("root");
+        let tree = ensure_worktree(root.path(), "j-1", repo.path()).expect("worktree");
+        assert!(tree.path.join("a.txt").exists());
+        assert_eq!(
+            ensure_worktree(root.path(), "j-1", repo.path()).expect("again"),
+            tree
+        );
+        assert_ne!(worktree_path(root.path(), "j-2", repo.path()), tree.path);
+
+        let before = snapshot(&tree, &saved_ref("j-1", "before"), "before").expect("snapshot");
+        std::fs::write(tree.path.join("a.txt"), "one\ntwo\n").expect("edit");
+        std::fs::write(tree.path.join("new.bin"), [0u8, 1, 2, 255]).expect("binary");
+        let after = snapshot(&tree, &saved_ref("j-1", "after"), "after").expect("snapshot");
+        let changed = diff(&tree, &tree.base, &after.tree).expect("diff");
+        assert_eq!(changed.files, ["a.txt", "new.bin"]);
+        assert_eq!((changed.added, changed.removed), (1, 0));
+        assert!(
+            changed.text.contains("GIT binary patch"),
+            "{}",
+            changed.text
+        );
+        // The checkout never saw any of it; the refs hold it.
+        assert_eq!(
+            std::fs::read_to_string(repo.path().join("a.txt")).expect("read"),
+            "one\n"
+        );
+        assert!(
+            git(
+                repo.path(),
+                &["rev-parse", "refs/palm/saved/j-1/after"],
+                &[]
+            )
+            .is_ok()
+        );
+
+        restore(&tree, &before.tree).expect("restore");
+        assert_eq!(
+            std::fs::read_to_string(tree.path.join("a.txt")).expect("read"),
+            "one\n"
+        );
+        assert!(!tree.path.join("new.bin").exists());
+    }
+}

@@ -1,0 +1,25 @@
+//! Palm's coding-agent kit: what it takes to run `claude`, `codex` or any CLI as a step of
+//! a durable job and know for sure how it ended.
+//!
+//! - [`spec`]: what an `agent` leaf asks for (provider, prompt, mode, repo, limits).
+//! - [`end`]: the explicit end states and the result a leaf saves.
+//! - [`claude`], [`codex`], [`custom`]: each provider's command line and the parser of
+//!   its output, fed line by line, tolerant of unknown fields and line types, of a
+//!   partial last line and of a process that dies before saying how it ended.
+//! - [`git`]: the job's worktree (one per job and repo), snapshots to private refs, and
+//!   the patch an edit run leaves (base commit plus binary diff).
+//! - [`secrets`]: the scan that blocks a patch carrying keys or passwords.
+//!
+//! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
+//! lease and its process group are the node's business (`palm-node`'s `agent` provider).
+
+pub mod claude;
+pub mod codex;
+pub mod custom;
+pub mod end;
+pub mod git;
+pub mod secrets;
+pub mod spec;
+
+pub use end::{AgentResult, End, RunSummary};
+pub use spec::{AgentSpec, Mode};

@@ -1,0 +1,164 @@
+//! What an `agent` leaf asks for: the arguments its `call` effect carries to the node's
+//! `agent` provider, checked here so every surface (a flow, `palm agent run`, MCP) gets
+//! the same errors.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The authority a run has: what it may do to the repository.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Reads only; a run that changed files is a violation and its changes never reach
+    /// the checkout.
+    Observe,
+    /// May change files.
+    #[default]
+    Edit,
+    /// May change files and run commands.
+    Execute,
+}
+
+impl Mode {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Observe => "observe",
+            Mode::Edit => "edit",
+            Mode::Execute => "execute",
+        }
+    }
+
+    /// Parses a lower-case name.
+    pub fn parse(text: &str) -> Option<Mode> {
+        match text {
+            "observe" => Some(Mode::Observe),
+            "edit" => Some(Mode::Edit),
+            "execute" => Some(Mode::Execute),
+            _ => None,
+        }
+    }
+}
+
+/// The providers built in; any other name must be declared under `agents:` in palm.yaml.
+pub const BUILTIN_PROVIDERS: [&str; 2] = ["claude", "codex"];
+
+/// The longest prompt a run takes (it travels in the journal).
+pub const PROMPT_BYTES_MAX: usize = 256 * 1024;
+
+/// One run's request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// `claude`, `codex`, or a name under `agents:` in palm.yaml.
+    pub provider: String,
+    /// The rendered prompt.
+    pub prompt: String,
+    /// Its authority.
+    #[serde(default)]
+    pub mode: Mode,
+    /// A git checkout (or any directory); absent: the node's working directory.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// The provider's model, when it takes one.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Stop after this many turns (claude: `--max-turns`).
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    /// Kill the run (its whole process group) after this long.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// A run that reports a cost above this ends as `budget`.
+    #[serde(default)]
+    pub budget_usd: Option<f64>,
+    /// Continue this session instead of starting one.
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// A JSON Schema the final answer must satisfy (the answer is then parsed as JSON).
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// The job this run belongs to (its worktree is the job's); set by the node.
+    #[serde(default)]
+    pub job: Option<String>,
+}
+
+impl AgentSpec {
+    /// Reads and checks a spec from a call's arguments; the error says which field.
+    pub fn from_args(args: &Value) -> Result<AgentSpec, String> {
+        if let Some(mode) = args.get("mode")
+            && mode.as_str().and_then(Mode::parse).is_none()
+        {
+            return Err(format!(
+                "agent: `mode` must be observe, edit or execute, not {mode}"
+            ));
+        }
+        let spec: AgentSpec = serde_json::from_value(args.clone())
+            .map_err(|e| format!("agent: invalid arguments: {e}"))?;
+        spec.check()?;
+        Ok(spec)
+    }
+
+    /// Checks the fields serde cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.provider.trim().is_empty() {
+            return Err(
+                "agent: `provider` must name claude, codex or an agent declared in palm.yaml"
+                    .into(),
+            );
+        }
+        if self.prompt.trim().is_empty() && self.resume.is_none() {
+            return Err("agent: `prompt` is empty".into());
+        }
+        if self.prompt.len() > PROMPT_BYTES_MAX {
+            return Err(format!(
+                "agent: the prompt is {} bytes, more than {PROMPT_BYTES_MAX}",
+                self.prompt.len()
+            ));
+        }
+        if self.max_turns == Some(0) {
+            return Err("agent: `max_turns` must be at least 1".into());
+        }
+        if self.budget_usd.is_some_and(|b| !(b > 0.0 && b.is_finite())) {
+            return Err("agent: `budget_usd` must be a positive number".into());
+        }
+        if let Some(resume) = &self.resume
+            && (resume.is_empty() || resume.starts_with('-') || resume.len() > 200)
+        {
+            return Err(format!("agent: `resume` is not a session id: {resume:?}"));
+        }
+        if let Some(model) = &self.model
+            && (model.is_empty() || model.starts_with('-'))
+        {
+            return Err(format!("agent: `model` is not a model name: {model:?}"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn specs_are_checked_field_by_field() {
+        let spec = AgentSpec::from_args(&json!({"provider": "claude", "prompt": "fix it"}))
+            .expect("minimal");
+        assert_eq!(spec.mode, Mode::Edit);
+        let bad = |args: Value| AgentSpec::from_args(&args).unwrap_err();
+        assert!(bad(json!({"provider": "claude"})).contains("prompt"));
+        assert!(bad(json!({"provider": "claude", "prompt": "x", "mode": "root"})).contains("mode"));
+        assert!(bad(json!({"provider": "claude", "prompt": "x", "turns": 3})).contains("turns"));
+        assert!(
+            bad(json!({"provider": "claude", "prompt": "x", "max_turns": 0})).contains("max_turns")
+        );
+        assert!(
+            bad(json!({"provider": "claude", "prompt": "x", "resume": "--help"}))
+                .contains("resume")
+        );
+        assert!(
+            bad(json!({"provider": "claude", "prompt": "x", "budget_usd": -1})).contains("budget")
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! `palm agent run` (one agent run as a one-leaf job) and `palm patches list|show` (the
+//! patches agent runs left under `DATA/patches/`).
+
+use crate::cli::{AgentRunArgs, PatchesCommand};
+use crate::commands::{WAIT_SLICE_MS, spinner};
+use crate::ctx::{Ctx, print};
+use crate::exit::{CliError, CliResult, Code};
+use palm_api::protocol::{FlowArg, Request};
+use palm_api::verbs::duration_ms;
+use palm_node::target::Target;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// The one-leaf flow: everything a person typed travels as input, never as template
+/// text, so a prompt holding `{{` is sent as written.
+fn flow_source(args: &AgentRunArgs, timeout_ms: Option<u64>) -> String {
+    let mut leaf = String::from(
+        "    provider: \"{{ input.provider }}\"\n    prompt: \"{{ input.prompt }}\"\n    mode: \"{{ input.mode }}\"\n    repo: \"{{ input.repo }}\"\n    save: result\n",
+    );
+    if let Some(turns) = args.max_turns {
+        leaf.push_str(&format!("    max_turns: {turns}\n"));
+    }
+    if let Some(ms) = timeout_ms {
+        leaf.push_str(&format!("    timeout: {ms}\n"));
+    }
+    if let Some(budget) = args.budget_usd {
+        leaf.push_str(&format!("    budget_usd: {budget}\n"));
+    }
+    if args.resume.is_some() {
+        leaf.push_str("    resume: \"{{ input.resume }}\"\n");
+    }
+    if args.model.is_some() {
+        leaf.push_str("    model: \"{{ input.model }}\"\n");
+    }
+    format!(
+        "name: agent-run\ndescription: one agent run (palm agent run)\ninput:\n  provider: string\n  prompt: string\n  mode: string\n  repo: string\n  resume: {{ type: string, default: \"\" }}\n  model: {{ type: string, default: \"\" }}\ntree:\n  agent:\n{leaf}"
+    )
+}
+
+/// `palm agent run PROVIDER "PROMPT"`.
+pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
+    if palm_agents::Mode::parse(&args.mode).is_none() {
+        return Err(CliError::usage(
+            "invalid_input",
+            format!(
+                "--mode must be observe, edit or execute, not `{}`",
+                args.mode
+            ),
+        ));
+    }
+    let timeout_ms = args
+        .timeout
+        .as_deref()
+        .map(|t| duration_ms(t, "--timeout"))
+        .transpose()?;
+    let repo = match &args.repo {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
+    let repo = std::fs::canonicalize(&repo)
+        .map_err(|e| CliError::usage("invalid_input", format!("--repo {}: {e}", repo.display())))?;
+    let mut input = serde_json::Map::new();
+    input.insert("provider".into(), json!(args.provider));
+    input.insert("prompt".into(), json!(args.prompt));
+    input.insert("mode".into(), json!(args.mode));
+    input.insert("repo".into(), json!(repo.display().to_string()));
+    if let Some(resume) = &args.resume {
+        input.insert("resume".into(), json!(resume));
+    }
+    if let Some(model) = &args.model {
+        input.insert("model".into(), json!(model));
+    }
+    let source = flow_source(&args, timeout_ms);
+    let mut target = Target::driving(&ctx.data, None).await?;
+    let result = async {
+        let submitted = target
+            .call(Request::Submit {
+                flow: FlowArg::Source {
+                    source,
+                    origin: "<palm agent run>".into(),
+                },
+                input,
+                args: Vec::new(),
+                started_by: None,
+            })
+            .await?;
+        let job = submitted["job"].as_str().unwrap_or_default().to_owned();
+        let bar = spinner(ctx, format!("{} in job {job}", args.provider));
+        let view = palm_api::verbs::settle(
+            &mut target,
+            &job,
+            crate::control::WAIT_MS_MAX,
+            WAIT_SLICE_MS,
+            |_, _| std::future::ready(()),
+        )
+        .await;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let view = view?;
+        let out = json!({
+            "job": job,
+            "status": view["status"],
+            "result": view["state"]["result"],
+            "error": view["error"],
+        });
+        print(ctx, &out, |o, v| {
+            let result = &v["result"];
+            let end = result["end"].as_str().unwrap_or("unknown");
+            let mut line = format!(
+                "agent {} ended {}",
+                result["provider"].as_str().unwrap_or(&args.provider),
+                if end == "success" {
+                    o.green(end)
+                } else {
+                    o.red(end)
+                }
+            );
+            if let Some(ms) = result["duration_ms"].as_u64() {
+                line.push_str(&format!(" in {:.1} s", ms as f64 / 1000.0));
+            }
+            if let Some(session) = result["session_id"].as_str() {
+                line.push_str(&format!(" · session {session}"));
+            }
+            if let Some(turns) = result["turns"].as_u64() {
+                line.push_str(&format!(" · {turns} turns"));
+            }
+            if let Some(cost) = result["cost_usd"].as_f64() {
+                line.push_str(&format!(" · ${cost:.4}"));
+            }
+            println!(
+                "{line}  {}",
+                o.dim(&format!("job {}", v["job"].as_str().unwrap_or_default()))
+            );
+            if let Some(error) = result["error"].as_str().or(v["error"].as_str()) {
+                println!("  {}", o.red(error));
+            }
+            if result["patch"].is_object() {
+                let patch = &result["patch"];
+                println!(
+                    "  patch {} {}: {} files, +{} -{}",
+                    patch["id"].as_str().unwrap_or_default(),
+                    patch["status"].as_str().unwrap_or_default(),
+                    patch["files"].as_array().map_or(0, Vec::len),
+                    patch["added"],
+                    patch["removed"]
+                );
+            }
+            if let Some(text) = result["text"].as_str().filter(|t| !t.is_empty()) {
+                println!("{text}");
+            }
+        });
+        Ok(if view["status"] == "succeeded" {
+            Code::Ok
+        } else {
+            Code::JobFailed
+        })
+    }
+    .await;
+    target.finish().await;
+    result
+}
+
+/// Every patch's description under `DATA/patches/`, newest first.
+fn read_patches(ctx: &Ctx) -> Result<Vec<Value>, CliError> {
+    let dir = ctx.data.join("patches");
+    let mut patches = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(patches),
+        Err(e) => {
+            return Err(CliError::failure(
+                "io",
+                format!("cannot read {}: {e}", dir.display()),
+            ));
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "json")
+            && let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(value) = serde_json::from_str::<Value>(&text)
+        {
+            patches.push(value);
+        }
+    }
+    patches.sort_by(|a, b| {
+        b["created_at"]
+            .as_u64()
+            .cmp(&a["created_at"].as_u64())
+            .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
+    });
+    Ok(patches)
+}
+
+/// `palm patches list|show`.
+pub fn patches(ctx: &Ctx, command: PatchesCommand) -> CliResult {
+    match command {
+        PatchesCommand::List { job } => {
+            let patches: Vec<Value> = read_patches(ctx)?
+                .into_iter()
+                .filter(|p| job.as_deref().is_none_or(|j| p["job"] == j))
+                .collect();
+            print(ctx, &json!({"patches": patches}), |o, v| {
+                let list = v["patches"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    println!("{}", o.dim("no patches"));
+                }
+                for patch in list {
+                    let status = patch["status"].as_str().unwrap_or_default();
+                    println!(
+                        "{}  {:<9}  job {}  {} files +{} -{}{}",
+                        o.bold(patch["id"].as_str().unwrap_or_default()),
+                        status,
+                        patch["job"].as_str().unwrap_or_default(),
+                        patch["files"].as_array().map_or(0, Vec::len),
+                        patch["added"],
+                        patch["removed"],
+                        match patch["findings"].as_array().map_or(0, Vec::len) {
+                            0 => String::new(),
+                            n => format!("  {}", o.red(&format!("{n} secret findings"))),
+                        }
+                    );
+                }
+            });
+            Ok(Code::Ok)
+        }
+        PatchesCommand::Show { id } => {
+            let Some(mut patch) = read_patches(ctx)?
+                .into_iter()
+                .find(|p| p["id"] == id.as_str())
+            else {
+                return Err(CliError::usage("unknown_patch", format!("no patch {id}"))
+                    .with_hint("`palm patches list` shows them"));
+            };
+            let diff = std::fs::read_to_string(ctx.data.join("patches").join(format!("{id}.diff")))
+                .unwrap_or_default();
+            patch["diff"] = Value::String(diff);
+            print(ctx, &patch, |o, v| {
+                println!(
+                    "patch {} {} · job {} · base {}",
+                    o.bold(v["id"].as_str().unwrap_or_default()),
+                    v["status"].as_str().unwrap_or_default(),
+                    v["job"].as_str().unwrap_or_default(),
+                    v["base"].as_str().unwrap_or_default()
+                );
+                for finding in v["findings"].as_array().into_iter().flatten() {
+                    println!(
+                        "  {} {} at {}:{}",
+                        o.red("secret"),
+                        finding["kind"].as_str().unwrap_or_default(),
+                        finding["path"].as_str().unwrap_or_default(),
+                        finding["line"]
+                    );
+                }
+                print!("{}", v["diff"].as_str().unwrap_or_default());
+            });
+            Ok(Code::Ok)
+        }
+    }
+}

@@ -1,0 +1,728 @@
+//! The `agent` provider: the effect behind an `agent` leaf. It runs `claude`, `codex` or
+//! an agent CLI declared under `agents:` in palm.yaml, in the job's worktree, and answers
+//! with an explicit end state (`palm_agents::end`).
+//!
+//! One run:
+//! 1. The spec is checked (`palm_agents::spec`) and the provider resolved.
+//! 2. In a git checkout, the job's worktree on it is made or reused
+//!    (`palm_agents::git`), and snapshotted to a private ref before the run. Outside git
+//!    the run happens in the directory itself, and leaves no patch.
+//! 3. The program starts under the gate every effect's process uses
+//!    (`crate::genome::gated`): its process group is recorded durably first, stopped by
+//!    group on timeout or cancel, and found at the next boot if the node dies. The prompt
+//!    goes on stdin (claude, codex) or in `PALM_PROMPT_FILE` (a declared CLI).
+//! 4. Its stdout is parsed line by line and kept as the run's transcript (bounded, under
+//!    `DATA/agents/runs/`), its stderr's end kept for errors.
+//! 5. Afterwards the worktree is snapshotted again. An observe run that changed files is
+//!    a `violation`: its changes are set aside on the snapshot's ref and undone in the
+//!    worktree. Otherwise a change becomes the job's patch (base commit plus binary diff,
+//!    secret-scanned), stored under `DATA/patches/`.
+//! 6. A `schema` asks for the final answer as JSON satisfying it; a cost above
+//!    `budget_usd` ends the run as `budget`.
+//!
+//! The call succeeds if and only if the end is `success`; the saved value is the
+//! `AgentResult` either way.
+
+use super::{CallContext, CallFuture, Failure, Provider};
+use crate::genome::gated::{self, Program, open_gate, read_tail, stop_group};
+use crate::genome::provider::DeclaredAgent;
+use palm_agents::custom::{self, Exit};
+use palm_agents::git::{self, Worktree};
+use palm_agents::secrets;
+use palm_agents::{AgentResult, AgentSpec, End, Mode, RunSummary};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The most of a run's stdout kept as its transcript; the parser reads all of it.
+pub const TRANSCRIPT_BYTES_MAX: u64 = 16 << 20;
+
+/// The longest line the parser takes (a longer one is kept in the transcript, counted
+/// as unreadable).
+const LINE_BYTES_MAX: usize = 4 << 20;
+
+/// A run's timeout when it gives none.
+const TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
+
+/// How long to keep reading stderr after the program exits.
+const DRAIN_AFTER_EXIT_MS: u64 = 200;
+
+/// The `agent` provider of a node.
+pub struct Agents {
+    data: PathBuf,
+    declared: HashMap<String, DeclaredAgent>,
+    /// One run at a time in a worktree: a job's parallel branches on one repo queue here.
+    held: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Agents {
+    /// The provider for a node on `data`, with the agent CLIs it declares.
+    pub fn new(data: &Path, declared: &[DeclaredAgent]) -> Agents {
+        // Worktree paths are handed to git running in other directories: absolute.
+        let data = if data.is_absolute() {
+            data.to_owned()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(data)
+        };
+        Agents {
+            data,
+            declared: declared
+                .iter()
+                .map(|d| (d.name.clone(), d.clone()))
+                .collect(),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock_for(&self, path: &Path) -> Arc<tokio::sync::Mutex<()>> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.entry(path.to_owned()).or_default().clone()
+    }
+
+    fn known(&self) -> String {
+        let mut names: Vec<&str> = palm_agents::spec::BUILTIN_PROVIDERS.to_vec();
+        names.extend(self.declared.keys().map(String::as_str));
+        names.join(", ")
+    }
+
+    async fn run(&self, ctx: &CallContext<'_>, args: Value) -> Result<Value, Failure> {
+        let mut spec = AgentSpec::from_args(&args).map_err(Failure::new)?;
+        spec.job = Some(ctx.effect.job.clone());
+        let declared = self.declared.get(&spec.provider).cloned();
+        if declared.is_none()
+            && !palm_agents::spec::BUILTIN_PROVIDERS.contains(&spec.provider.as_str())
+        {
+            return Err(Failure::new(format!(
+                "agent: no provider `{}` (known: {}; declare others under `agents:` in palm.yaml)",
+                spec.provider,
+                self.known()
+            )));
+        }
+        let started = Instant::now();
+        let repo = match &spec.repo {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                if dir.is_absolute() {
+                    dir
+                } else {
+                    std::env::current_dir().unwrap_or_default().join(dir)
+                }
+            }
+            None => std::env::current_dir().unwrap_or_default(),
+        };
+        if !repo.is_dir() {
+            return Err(Failure::new(format!(
+                "agent: repo {} is not a directory",
+                repo.display()
+            )));
+        }
+        let run_dir = self
+            .data
+            .join("agents")
+            .join("runs")
+            .join(git::content_id(ctx.effect.key.as_bytes()));
+        std::fs::create_dir_all(&run_dir).map_err(|e| {
+            Failure::new(format!("agent: cannot create {}: {e}", run_dir.display()))
+        })?;
+        // The job's worktree, when the repo is a git checkout.
+        let job = ctx.effect.job.clone();
+        let worktrees = self.data.join("worktrees");
+        let top = blocking({
+            let repo = repo.clone();
+            move || Ok(git::toplevel(&repo))
+        })
+        .await?;
+        let worktree: Option<Worktree> = match top {
+            Some(top) => Some(
+                blocking(move || {
+                    git::ensure_worktree(&worktrees, &job, &top).map_err(|e| e.to_string())
+                })
+                .await?,
+            ),
+            None => None,
+        };
+        let workdir = match &worktree {
+            Some(tree) => {
+                // The same place inside the checkout as the repo asked for.
+                let top = git::toplevel(&repo).unwrap_or_else(|| repo.clone());
+                let inner = repo.strip_prefix(&top).unwrap_or(Path::new(""));
+                tree.path.join(inner)
+            }
+            None => repo.clone(),
+        };
+        let lock = self.lock_for(&workdir);
+        let _held = lock.lock().await;
+        let tag = git::content_id(ctx.effect.key.as_bytes());
+        let before = match &worktree {
+            Some(tree) => Some(
+                snapshot(
+                    tree,
+                    &git::saved_ref(&ctx.effect.job, &format!("{tag}-before")),
+                    "before an agent run",
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let ran = self
+            .execute(ctx, &spec, declared.as_ref(), &workdir, &run_dir)
+            .await?;
+        let mut summary = ran.summary;
+        let mut end = ran.end;
+        let mut error = summary.error.take();
+        if end == End::Success
+            && let (Some(cost), Some(budget)) = (summary.cost_usd, spec.budget_usd)
+            && cost > budget
+        {
+            end = End::Budget;
+            error = Some(format!(
+                "it cost ${cost:.4}, over its budget of ${budget:.4}"
+            ));
+        }
+        let mut structured = None;
+        if let Some(schema) = &spec.schema
+            && end == End::Success
+        {
+            match answer_as_json(&summary.text, schema) {
+                Ok(value) => structured = Some(value),
+                Err(why) => {
+                    end = End::Error;
+                    error = Some(why);
+                }
+            }
+        }
+        // What the run did to the worktree.
+        let mut patch = None;
+        if let (Some(tree), Some(before)) = (&worktree, &before) {
+            let after = snapshot(
+                tree,
+                &git::saved_ref(&ctx.effect.job, &format!("{tag}-after")),
+                "after an agent run",
+            )
+            .await?;
+            if after.tree != before.tree {
+                if spec.mode == Mode::Observe {
+                    end = End::Violation;
+                    error = Some(format!(
+                        "an observe run changed files; its changes are kept on {} and undone in the worktree",
+                        git::saved_ref(&ctx.effect.job, &format!("{tag}-after"))
+                    ));
+                    let tree_copy = tree.clone();
+                    let before_tree = before.tree.clone();
+                    blocking(move || {
+                        git::restore(&tree_copy, &before_tree).map_err(|e| e.to_string())
+                    })
+                    .await?;
+                }
+                patch = Some(
+                    self.store_patch(ctx, &spec, tree, &after.tree, end == End::Violation)
+                        .await?,
+                );
+            }
+        }
+        let result = AgentResult {
+            end,
+            provider: spec.provider.clone(),
+            session_id: summary.session_id.clone(),
+            turns: summary.turns,
+            cost_usd: summary.cost_usd,
+            text: std::mem::take(&mut summary.text),
+            structured,
+            worktree: worktree.as_ref().map(|t| t.path.display().to_string()),
+            patch,
+            error: error.clone(),
+            usage: summary.usage.clone(),
+            transcript: ran.transcript,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        let value = result.to_json();
+        if end == End::Success {
+            Ok(value)
+        } else {
+            Err(Failure {
+                reason: match error {
+                    Some(why) => format!("agent {} ended {}: {why}", spec.provider, end.as_str()),
+                    None => format!("agent {} ended {}", spec.provider, end.as_str()),
+                },
+                value,
+            })
+        }
+    }
+
+    /// Runs the program and reads its output; the end as far as the process tells.
+    async fn execute(
+        &self,
+        ctx: &CallContext<'_>,
+        spec: &AgentSpec,
+        declared: Option<&DeclaredAgent>,
+        workdir: &Path,
+        run_dir: &Path,
+    ) -> Result<Ran, Failure> {
+        let workdir_text = workdir.display().to_string();
+        let prompt_file = run_dir.join("prompt.txt");
+        let output_file = run_dir.join("output");
+        let usage_file = run_dir.join("usage.json");
+        let schema_file = run_dir.join("schema.json");
+        let _ = std::fs::remove_file(&output_file);
+        let _ = std::fs::remove_file(&usage_file);
+        write(&prompt_file, spec.prompt.as_bytes())?;
+        if let Some(schema) = &spec.schema {
+            write(&schema_file, schema.to_string().as_bytes())?;
+        }
+        let schema_arg = spec
+            .schema
+            .as_ref()
+            .map(|_| schema_file.display().to_string());
+        let (argv, stdin, mut env): (Vec<String>, Vec<u8>, Vec<(String, String)>) = match (
+            spec.provider.as_str(),
+            declared,
+        ) {
+            (_, Some(declared)) => {
+                let expand = |arg: &String| {
+                    custom::expand(
+                        arg,
+                        &prompt_file.display().to_string(),
+                        &output_file.display().to_string(),
+                        &workdir_text,
+                        spec.mode.as_str(),
+                    )
+                };
+                let mut env: Vec<(String, String)> = vec![
+                    (
+                        custom::ENV_PROMPT_FILE.into(),
+                        prompt_file.display().to_string(),
+                    ),
+                    (
+                        custom::ENV_OUTPUT_FILE.into(),
+                        output_file.display().to_string(),
+                    ),
+                    (
+                        custom::ENV_USAGE_FILE.into(),
+                        usage_file.display().to_string(),
+                    ),
+                    (custom::ENV_MODE.into(), spec.mode.as_str().into()),
+                    (custom::ENV_WORKTREE.into(), workdir_text.clone()),
+                ];
+                if let Some(file) = &schema_arg {
+                    env.push((custom::ENV_SCHEMA_FILE.into(), file.clone()));
+                }
+                if let Some(session) = &spec.resume {
+                    env.push((custom::ENV_RESUME.into(), session.clone()));
+                }
+                if let Some(turns) = spec.max_turns {
+                    env.push((custom::ENV_MAX_TURNS.into(), turns.to_string()));
+                }
+                env.extend(declared.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+                (
+                    declared.command.iter().map(expand).collect(),
+                    Vec::new(),
+                    env,
+                )
+            }
+            ("claude", None) => {
+                let mut prompt = spec.prompt.clone();
+                if let Some(schema) = &spec.schema {
+                    prompt.push_str(&format!(
+                            "\n\nAnswer with one JSON document, and nothing else, satisfying this JSON Schema:\n{schema}\n"
+                        ));
+                }
+                (
+                    palm_agents::claude::argv(spec, "claude"),
+                    prompt.into_bytes(),
+                    Vec::new(),
+                )
+            }
+            _ => (
+                palm_agents::codex::argv(spec, "codex", &workdir_text, schema_arg.as_deref()),
+                spec.prompt.clone().into_bytes(),
+                Vec::new(),
+            ),
+        };
+        env.push(("PALM_JOB_ID".into(), ctx.effect.job.clone()));
+        env.push(("PALM_EFFECT_KEY".into(), ctx.effect.key.clone()));
+        env.push(("PALM_NODE_NAME".into(), ctx.genome.info.name.clone()));
+        let mut process = gated::command(&Program::Argv(&argv));
+        process.current_dir(workdir).envs(env);
+        let mut child = process.spawn().map_err(|e| {
+            Failure::new(format!(
+                "agent: cannot start {} in {}: {e}",
+                argv[0],
+                workdir.display()
+            ))
+        })?;
+        let pgid = child.id();
+        let Some(recorded) =
+            open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, &stdin).await
+        else {
+            stop_group(&mut child, pgid).await;
+            return Err(Failure::new(
+                "agent: not started (the effect is no longer this node's)",
+            ));
+        };
+        let guard = KillGroupOnDrop(pgid);
+        let stderr = child
+            .stderr
+            .take()
+            .map(|err| tokio::spawn(read_tail(err, ctx.genome.settings.output_bytes_max)));
+        let transcript_path = run_dir.join("transcript.jsonl");
+        let stdout = child.stdout.take();
+        let provider = spec.provider.clone();
+        let is_custom = declared.is_some();
+        let reader = tokio::spawn(read_stream(
+            stdout,
+            transcript_path.clone(),
+            provider,
+            is_custom,
+        ));
+        let timeout_ms = spec
+            .timeout_ms
+            .or(declared.and_then(|d| d.timeout_ms))
+            .unwrap_or(TIMEOUT_MS_DEFAULT);
+        let (status, timed_out) =
+            match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
+                Ok(status) => (status.ok(), false),
+                Err(_) => {
+                    stop_group(&mut child, pgid).await;
+                    (child.wait().await.ok(), true)
+                }
+            };
+        drop(guard);
+        drop(recorded);
+        let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
+        let stderr = gated::collect(stderr, drain).await;
+        let read = match tokio::time::timeout(drain * 10, reader).await {
+            Ok(Ok(read)) => read,
+            _ => StreamRead::default(),
+        };
+        let exit = status.map(|s| match s.code() {
+            Some(code) => Exit::Code(code),
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                Exit::Signal(s.signal().unwrap_or(0))
+            }
+        });
+        let mut summary = match read.parsed {
+            Parsed::Custom => {
+                let output = std::fs::read_to_string(&output_file).ok();
+                let usage = std::fs::read_to_string(&usage_file)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+                custom::finish(
+                    exit.as_ref().unwrap_or(&Exit::Signal(0)),
+                    output.as_deref(),
+                    usage.as_ref(),
+                    &stderr,
+                )
+            }
+            Parsed::Claude(summary) | Parsed::Codex(summary) => summary,
+        };
+        let end = if timed_out {
+            summary.error = Some(format!(
+                "timed out after {timeout_ms} ms; its process group was stopped"
+            ));
+            End::Timeout
+        } else {
+            match summary.end {
+                Some(end) => end,
+                None => {
+                    let last = stderr
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .map(str::trim);
+                    let how = match &exit {
+                        Some(Exit::Code(code)) => format!("exited with {code}"),
+                        Some(Exit::Signal(signal)) => format!("was killed by signal {signal}"),
+                        None => "could not be waited for".to_owned(),
+                    };
+                    summary.error = Some(match last {
+                        Some(line) => format!("it {how} before its result line: {line}"),
+                        None => format!("it {how} before its result line"),
+                    });
+                    End::Crashed
+                }
+            }
+        };
+        Ok(Ran {
+            summary,
+            end,
+            transcript: json!({
+                "id": read.id,
+                "path": transcript_path.display().to_string(),
+                "bytes": read.bytes,
+                "lines": read.lines,
+                "truncated": read.truncated,
+            }),
+        })
+    }
+
+    /// Stores the job's cumulative patch (base to `tree`) and answers its description.
+    async fn store_patch(
+        &self,
+        ctx: &CallContext<'_>,
+        spec: &AgentSpec,
+        worktree: &Worktree,
+        tree: &str,
+        violation: bool,
+    ) -> Result<Value, Failure> {
+        let worktree = worktree.clone();
+        let tree = tree.to_owned();
+        let diff = blocking(move || {
+            git::diff(&worktree, &worktree.base.clone(), &tree)
+                .map(|d| (d, worktree))
+                .map_err(|e| e.to_string())
+        })
+        .await?;
+        let (diff, worktree) = diff;
+        let findings = secrets::scan_diff(&diff.text);
+        let status = if violation {
+            "violation"
+        } else if !findings.is_empty() {
+            "blocked"
+        } else {
+            "pending"
+        };
+        let id = git::content_id(format!("{}\n{}", worktree.base, diff.text).as_bytes());
+        let meta = json!({
+            "id": id,
+            "job": ctx.effect.job,
+            "effect": ctx.effect.key,
+            "provider": spec.provider,
+            "repo": worktree.repo.display().to_string(),
+            "worktree": worktree.path.display().to_string(),
+            "base": worktree.base,
+            "files": diff.files,
+            "added": diff.added,
+            "removed": diff.removed,
+            "status": status,
+            "findings": findings,
+            "created_at": crate::genome::now_ms(),
+        });
+        let dir = self.data.join("patches");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Failure::new(format!("agent: cannot create {}: {e}", dir.display())))?;
+        write(&dir.join(format!("{id}.diff")), diff.text.as_bytes())?;
+        write(
+            &dir.join(format!("{id}.json")),
+            serde_json::to_string_pretty(&meta)
+                .unwrap_or_default()
+                .as_bytes(),
+        )?;
+        Ok(json!({
+            "id": id,
+            "base": meta["base"],
+            "files": meta["files"],
+            "added": diff.added,
+            "removed": diff.removed,
+            "status": status,
+            "findings": meta["findings"],
+        }))
+    }
+}
+
+/// What running the program gave.
+struct Ran {
+    summary: RunSummary,
+    end: End,
+    transcript: Value,
+}
+
+enum Parsed {
+    Claude(RunSummary),
+    Codex(RunSummary),
+    Custom,
+}
+
+struct StreamRead {
+    parsed: Parsed,
+    id: String,
+    bytes: u64,
+    lines: u64,
+    truncated: bool,
+}
+
+impl Default for StreamRead {
+    fn default() -> StreamRead {
+        StreamRead {
+            parsed: Parsed::Custom,
+            id: String::new(),
+            bytes: 0,
+            lines: 0,
+            truncated: false,
+        }
+    }
+}
+
+/// Reads stdout to its end: every line to the parser, the first
+/// [`TRANSCRIPT_BYTES_MAX`] bytes to the transcript file (with a content id).
+async fn read_stream(
+    stdout: Option<tokio::process::ChildStdout>,
+    path: PathBuf,
+    provider: String,
+    custom: bool,
+) -> StreamRead {
+    let mut claude = palm_agents::claude::Parser::new();
+    let mut codex = palm_agents::codex::Parser::new();
+    let mut read = StreamRead::default();
+    let mut hasher = git::ContentHasher::new();
+    let mut file = tokio::fs::File::create(&path).await.ok();
+    if let Some(stdout) = stdout {
+        let mut lines = BufReader::new(stdout);
+        let mut buffer = Vec::new();
+        loop {
+            buffer.clear();
+            match lines.read_until(b'\n', &mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    read.bytes += n as u64;
+                    read.lines += 1;
+                    if read.bytes <= TRANSCRIPT_BYTES_MAX {
+                        hasher.update(&buffer);
+                        if let Some(file) = file.as_mut() {
+                            let _ = file.write_all(&buffer).await;
+                        }
+                    } else {
+                        read.truncated = true;
+                    }
+                    if custom || buffer.len() > LINE_BYTES_MAX {
+                        continue;
+                    }
+                    let line = String::from_utf8_lossy(&buffer);
+                    match provider.as_str() {
+                        "claude" => claude.line(&line),
+                        _ => codex.line(&line),
+                    }
+                }
+            }
+        }
+    }
+    if let Some(mut file) = file {
+        let _ = file.flush().await;
+    }
+    read.id = hasher.finish();
+    read.parsed = if custom {
+        Parsed::Custom
+    } else if provider == "claude" {
+        Parsed::Claude(claude.finish())
+    } else {
+        Parsed::Codex(codex.finish())
+    };
+    read
+}
+
+/// The final answer as JSON satisfying `schema` (a fenced ```json block is unwrapped).
+fn answer_as_json(text: &str, schema: &Value) -> Result<Value, String> {
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|rest| rest.strip_suffix("```"))
+        .unwrap_or(trimmed)
+        .trim();
+    let value: Value = serde_json::from_str(body)
+        .map_err(|e| format!("its answer is not JSON ({e}), but a schema was asked for"))?;
+    let schema = palm_actors::jsonschema::Schema::compile(schema)
+        .map_err(|e| format!("the schema does not compile: {e}"))?;
+    let violations = schema.validate(&value);
+    if violations.is_empty() {
+        Ok(value)
+    } else {
+        let listed: Vec<String> = violations.iter().take(5).map(|v| v.to_string()).collect();
+        Err(format!(
+            "its answer does not satisfy the schema: {}",
+            listed.join("; ")
+        ))
+    }
+}
+
+async fn snapshot(
+    tree: &Worktree,
+    reference: &str,
+    message: &str,
+) -> Result<git::Snapshot, Failure> {
+    let (tree, reference, message) = (tree.clone(), reference.to_owned(), message.to_owned());
+    blocking(move || git::snapshot(&tree, &reference, &message).map_err(|e| e.to_string())).await
+}
+
+/// Runs blocking git work off the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, Failure> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(Failure::new(format!("agent: {err}"))),
+        Err(err) => Err(Failure::new(format!("agent: {err}"))),
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes)
+        .map_err(|e| Failure::new(format!("agent: cannot write {}: {e}", path.display())))
+}
+
+/// Kills a process group when dropped (the runner gave up on the call).
+struct KillGroupOnDrop(Option<u32>);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
+        }
+    }
+}
+
+impl Provider for Agents {
+    fn name(&self) -> &str {
+        "agent"
+    }
+
+    fn describe(&self) -> Value {
+        json!({
+            "name": "agent",
+            "description": "a coding agent run (the `agent` leaf): claude, codex or a CLI under `agents:` in palm.yaml, in the job's worktree; saves {end, provider, session_id, turns, cost_usd, text, structured, worktree, patch}",
+            "args": {
+                "provider": format!("one of: {} (required)", self.known()),
+                "prompt": "the task (required)",
+                "mode": "observe, edit (default) or execute",
+                "repo": "a git checkout; default: the node's working directory",
+                "model": "the provider's model",
+                "max_turns": "stop after this many turns",
+                "timeout_ms": TIMEOUT_MS_DEFAULT,
+                "budget_usd": "a cost above it ends the run as `budget`",
+                "resume": "a session id to continue",
+                "schema": "a JSON Schema the final answer must satisfy",
+            },
+        })
+    }
+
+    fn call<'a>(&'a self, ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
+        Box::pin(async move { self.run(&ctx, args).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_structured_answer_is_parsed_and_checked() {
+        let schema = json!({"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}});
+        assert_eq!(
+            answer_as_json("```json\n{\"ok\": true}\n```", &schema),
+            Ok(json!({"ok": true}))
+        );
+        assert!(
+            answer_as_json("{\"ok\": 1}", &schema)
+                .unwrap_err()
+                .contains("/ok")
+        );
+        assert!(
+            answer_as_json("sure!", &schema)
+                .unwrap_err()
+                .contains("not JSON")
+        );
+    }
+}
