@@ -20,6 +20,7 @@ const CRATES: &[&str] = &[
     "shell",
     "mcp",
     "node",
+    "agents",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

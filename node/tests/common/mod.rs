@@ -80,6 +80,11 @@ fn ran(output: Output) -> Ran {
 
 /// Runs `palm --data DATA ARGS...` to completion.
 pub fn palm(data: &Path, args: &[&str]) -> Ran {
+    palm_env(data, args, &[])
+}
+
+/// Runs `palm --data DATA ARGS...` to completion with extra environment.
+pub fn palm_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Ran {
     let output = Command::new(palm_bin())
         .arg("--data")
         .arg(data)
@@ -87,6 +92,7 @@ pub fn palm(data: &Path, args: &[&str]) -> Ran {
         .env_remove("PALM_HOME")
         .env("PALM_LOG", "warn")
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .output()
         .expect("run palm");
     ran(output)
@@ -100,11 +106,17 @@ pub struct Up {
 
 impl Up {
     pub fn start(data: &Path, extra: &[&str]) -> Up {
+        Up::start_env(data, extra, &[])
+    }
+
+    /// `palm up` with extra environment.
+    pub fn start_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Up {
         let child = Command::new(palm_bin())
             .arg("--data")
             .arg(data)
             .arg("up")
             .args(extra)
+            .envs(env.iter().copied())
             .env_remove("PALM_HOME")
             .env("PALM_LOG", "warn")
             .stdin(Stdio::null())

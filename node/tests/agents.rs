@@ -1,0 +1,403 @@
+//! End-to-end: coding agents as workflow leaves. Scripted doubles of `claude` and
+//! `codex` (tests/fixtures/agents/, speaking the CLIs' documented stream formats and
+//! editing files) and a declared CLI run in temporary git repos through real `palm`
+//! processes: every end state, worktrees per job, patches with their secret scan, an
+//! observe run's edits set aside.
+
+mod common;
+
+use common::{Up, data_dir, eventually, palm_env, processes_matching, repo};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A git checkout with one commit (`a.txt` = "one").
+fn checkout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(status.status.success(), "git {args:?}: {status:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.email", "t@t"]);
+    git(&["config", "user.name", "t"]);
+    std::fs::write(dir.path().join("a.txt"), "one\n").expect("write");
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "first"]);
+    dir
+}
+
+/// PATH with the doubles first.
+fn path_with_doubles() -> String {
+    let doubles = repo().join("node/tests/fixtures/agents");
+    format!(
+        "{}:{}",
+        doubles.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+struct Env {
+    path: String,
+    log: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            path: path_with_doubles(),
+            log: tempfile::tempdir().expect("log"),
+        }
+    }
+
+    fn vars(&self) -> Vec<(&str, &str)> {
+        vec![
+            ("PATH", self.path.as_str()),
+            ("FAKE_AGENT_LOG", self.log.path().to_str().expect("utf-8")),
+        ]
+    }
+
+    /// `palm agent run ... --json`: (exit code, document).
+    fn run(&self, data: &Path, repo: &Path, args: &[&str]) -> (i32, Value) {
+        let mut all = vec!["agent", "run"];
+        all.extend_from_slice(args);
+        let repo = repo.display().to_string();
+        all.extend(["--repo", repo.as_str(), "--json"]);
+        let ran = palm_env(data, &all, &self.vars());
+        (ran.code, ran.json())
+    }
+
+    /// Every logged invocation of a double.
+    fn invocations(&self, double: &str) -> Vec<Value> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(self.log.path())
+            .expect("log dir")
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("{double}-")) {
+                let text = std::fs::read_to_string(entry.path()).expect("log");
+                found.push(serde_json::from_str(&text).expect("json"));
+            }
+        }
+        found
+    }
+}
+
+fn end(result: &Value) -> &str {
+    result["result"]["end"].as_str().unwrap_or("none")
+}
+
+#[test]
+fn every_end_state_is_reached_and_recorded() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        "agents:\n  fake:\n    command: [fake-agent]\n    env: {FAKE_MODE: yes}\n",
+    )
+    .expect("config");
+
+    let (code, ok) = env.run(
+        data.path(),
+        repo.path(),
+        &["claude", "EDIT a.txt two", "--max-turns", "5"],
+    );
+    assert_eq!((code, end(&ok)), (0, "success"), "{ok}");
+    let result = &ok["result"];
+    assert_eq!(result["turns"], 2);
+    assert_eq!(result["cost_usd"], 0.0123);
+    assert_eq!(result["text"], "Edited a.txt.");
+    assert!(!result["session_id"].as_str().unwrap_or_default().is_empty());
+    assert_eq!(result["patch"]["status"], "pending");
+    assert_eq!(result["patch"]["files"], json!(["a.txt"]));
+    let worktree = PathBuf::from(result["worktree"].as_str().expect("worktree"));
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("a.txt")).expect("wt"),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).expect("checkout"),
+        "one\n",
+        "the checkout never sees a run's edits"
+    );
+    let transcript = &result["transcript"];
+    let kept =
+        std::fs::read_to_string(transcript["path"].as_str().expect("path")).expect("transcript");
+    assert!(kept.contains("\"type\": \"result\"") || kept.contains("\"type\":\"result\""));
+    let argv = env.invocations("claude")[0]["argv"].clone();
+    let argv: Vec<&str> = argv
+        .as_array()
+        .expect("argv")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        argv.windows(2)
+            .any(|w| w == ["--permission-mode", "acceptEdits"]),
+        "{argv:?}"
+    );
+    assert!(
+        argv.windows(2).any(|w| w == ["--max-turns", "5"]),
+        "{argv:?}"
+    );
+
+    let (code, turns) = env.run(data.path(), repo.path(), &["claude", "MAXTURNS"]);
+    assert_eq!((code, end(&turns)), (3, "max_turns"), "{turns}");
+    let (_, error) = env.run(data.path(), repo.path(), &["claude", "ERROR"]);
+    assert_eq!(end(&error), "error", "{error}");
+    let (_, budget) = env.run(
+        data.path(),
+        repo.path(),
+        &["claude", "COST 5", "--budget-usd", "1"],
+    );
+    assert_eq!(end(&budget), "budget", "{budget}");
+
+    let (_, timeout) = env.run(
+        data.path(),
+        repo.path(),
+        &["claude", "SLEEP", "--timeout", "2s"],
+    );
+    assert_eq!(end(&timeout), "timeout", "{timeout}");
+    assert!(
+        eventually(Duration::from_secs(5), || processes_matching("sleep 61.75")
+            .is_empty()),
+        "the timed-out run's whole process group is gone"
+    );
+
+    let (_, crashed) = env.run(data.path(), repo.path(), &["claude", "CRASH"]);
+    assert_eq!(end(&crashed), "crashed", "{crashed}");
+    let result = &crashed["result"];
+    assert_eq!(result["text"], "Halfway there");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("out of memory"),
+        "{result}"
+    );
+    let partial = std::fs::read_to_string(result["transcript"]["path"].as_str().expect("path"))
+        .expect("kept");
+    assert!(
+        partial.contains("Halfway there") && partial.ends_with("\"type\":\"te"),
+        "{partial}"
+    );
+
+    let (code, codex) = env.run(
+        data.path(),
+        repo.path(),
+        &["codex", "EDIT b.txt x", "--mode", "execute"],
+    );
+    assert_eq!((code, end(&codex)), (0, "success"), "{codex}");
+    assert_eq!(codex["result"]["text"], "All done.");
+    assert_eq!(codex["result"]["turns"], 1);
+    let (_, codex_error) = env.run(data.path(), repo.path(), &["codex", "ERROR"]);
+    assert_eq!(end(&codex_error), "error");
+    assert!(
+        codex_error["result"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stream disconnected")
+    );
+    let (_, codex_crash) = env.run(data.path(), repo.path(), &["codex", "CRASH"]);
+    assert_eq!(end(&codex_crash), "crashed");
+    let codex_argv = env.invocations("codex")[0]["argv"].to_string();
+    assert!(codex_argv.contains("\"workspace-write\""), "{codex_argv}");
+
+    let (code, custom) = env.run(data.path(), repo.path(), &["fake", "EDIT c.txt y"]);
+    assert_eq!((code, end(&custom)), (0, "success"), "{custom}");
+    assert_eq!(custom["result"]["text"], "did it in edit mode");
+    assert_eq!(
+        (
+            custom["result"]["turns"].clone(),
+            custom["result"]["cost_usd"].clone()
+        ),
+        (json!(4), json!(0.5))
+    );
+    let (_, failing) = env.run(data.path(), repo.path(), &["fake", "FAIL"]);
+    assert_eq!(end(&failing), "error");
+    assert!(
+        failing["result"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exited with 3: no API key configured")
+    );
+
+    let unknown = palm_env(
+        data.path(),
+        &["agent", "run", "nobody", "hi", "--json"],
+        &env.vars(),
+    );
+    assert_ne!(unknown.code, 0);
+    assert!(
+        unknown.stdout.contains("no provider `nobody`"),
+        "{}",
+        unknown.stdout
+    );
+}
+
+#[test]
+fn patches_are_scanned_and_observe_runs_never_write() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let (_, secret) = env.run(data.path(), repo.path(), &["claude", "SECRET"]);
+    assert_eq!(end(&secret), "success");
+    let patch = &secret["result"]["patch"];
+    assert_eq!(patch["status"], "blocked", "{patch}");
+    assert_eq!(patch["findings"][0]["kind"], "aws_access_key");
+    assert_eq!(patch["findings"][0]["path"], "creds.py");
+    assert_eq!(patch["findings"][0]["line"], 1);
+    assert!(
+        !patch.to_string().contains("AKIAIOSFODNN7EXAMPLE"),
+        "findings are masked"
+    );
+
+    let (code, observed) = env.run(
+        data.path(),
+        repo.path(),
+        &["claude", "EDIT notes.md hi", "--mode", "observe"],
+    );
+    assert_eq!((code, end(&observed)), (3, "violation"), "{observed}");
+    let worktree = PathBuf::from(observed["result"]["worktree"].as_str().expect("worktree"));
+    assert!(
+        !worktree.join("notes.md").exists(),
+        "the observe run's edit is undone"
+    );
+    assert!(
+        !repo.path().join("notes.md").exists(),
+        "and never reached the checkout"
+    );
+    assert_eq!(observed["result"]["patch"]["status"], "violation");
+    let argv = env
+        .invocations("claude")
+        .iter()
+        .find(|i| {
+            i["prompt"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("notes.md")
+        })
+        .expect("logged")["argv"]
+        .to_string();
+    assert!(
+        argv.contains("Bash,Edit,MultiEdit,Write,NotebookEdit"),
+        "{argv}"
+    );
+
+    let listed = palm_env(data.path(), &["patches", "list", "--json"], &[]).json();
+    let statuses: Vec<&str> = listed["patches"]
+        .as_array()
+        .expect("patches")
+        .iter()
+        .filter_map(|p| p["status"].as_str())
+        .collect();
+    assert_eq!(statuses.len(), 2);
+    assert!(
+        statuses.contains(&"blocked") && statuses.contains(&"violation"),
+        "{statuses:?}"
+    );
+    let id = patch["id"].as_str().expect("id");
+    let shown = palm_env(data.path(), &["patches", "show", id, "--json"], &[]).json();
+    assert!(
+        shown["diff"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("+++ b/creds.py")
+    );
+    let missing = palm_env(data.path(), &["patches", "show", "nope"], &[]);
+    assert_eq!(missing.code, 2);
+}
+
+/// Flows with agent leaves on claude, codex and a declared CLI, on a running node: one
+/// job's steps share its worktree (later steps see earlier edits, the last patch holds
+/// them all); two jobs running at once on one repo never share a worktree.
+#[test]
+fn agent_leaves_share_their_jobs_worktree_and_jobs_never_share_one() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        "agents:\n  fake:\n    command: [fake-agent]\n",
+    )
+    .expect("config");
+    let _up = Up::start_env(data.path(), &[], &env.vars());
+    let repo_text = repo.path().display().to_string();
+    let chain = format!(
+        "name: chain\ntree:\n  sequence:\n    - agent: {{ provider: claude, prompt: \"EDIT one.txt a\", repo: \"{repo_text}\", save: first }}\n    - agent: {{ provider: codex, prompt: \"EDIT two.txt b\", repo: \"{repo_text}\", save: second }}\n    - agent: {{ provider: fake, prompt: \"EDIT three.txt c\", repo: \"{repo_text}\", save: third }}\n"
+    );
+    let file = data.path().join("chain.yaml");
+    std::fs::write(&file, chain).expect("flow");
+    let validated = palm_env(
+        data.path(),
+        &["flows", "validate", &file.display().to_string()],
+        &[],
+    );
+    assert_eq!(validated.code, 0, "{}", validated.stdout);
+    let ran = palm_env(
+        data.path(),
+        &["run", &file.display().to_string(), "--json"],
+        &env.vars(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    let state = ran.json()["state"].clone();
+    let trees: Vec<&str> = ["first", "second", "third"]
+        .iter()
+        .map(|k| state[k]["worktree"].as_str().unwrap_or_default())
+        .collect();
+    assert!(trees[0] == trees[1] && trees[1] == trees[2], "{trees:?}");
+    assert_eq!(
+        state["third"]["patch"]["files"],
+        json!(["one.txt", "three.txt", "two.txt"])
+    );
+
+    let pause = format!(
+        "name: pause\ntree:\n  agent: {{ provider: claude, prompt: \"PAUSE 1.5 EDIT p.txt x\", repo: \"{repo_text}\", save: run }}\n"
+    );
+    let file = data.path().join("pause.yaml");
+    std::fs::write(&file, pause).expect("flow");
+    let file = file.display().to_string();
+    let jobs: Vec<String> = (0..2)
+        .map(|_| {
+            let submitted = palm_env(data.path(), &["submit", &file, "--json"], &[]).json();
+            submitted["job"].as_str().expect("job").to_owned()
+        })
+        .collect();
+    let mut worktrees = Vec::new();
+    for job in &jobs {
+        let done = palm_env(data.path(), &["status", job, "--json"], &[]);
+        let mut view = done.json();
+        assert!(
+            eventually(Duration::from_secs(30), || {
+                view = palm_env(data.path(), &["status", job, "--json"], &[]).json();
+                view["status"] == "succeeded"
+            }),
+            "{view}"
+        );
+        worktrees.push(
+            view["state"]["run"]["worktree"]
+                .as_str()
+                .expect("worktree")
+                .to_owned(),
+        );
+    }
+    assert_ne!(
+        worktrees[0], worktrees[1],
+        "two jobs never share a worktree"
+    );
+    let cwds: Vec<String> = env
+        .invocations("claude")
+        .iter()
+        .filter(|i| i["prompt"].as_str().unwrap_or_default().contains("PAUSE"))
+        .map(|i| i["cwd"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(cwds.len(), 2);
+    assert_ne!(cwds[0], cwds[1]);
+}
