@@ -9,6 +9,7 @@
 //! - [`git`]: the job's worktree (one per job and repo), snapshots to private refs, and
 //!   the patch an edit run leaves (base commit plus binary diff).
 //! - [`secrets`]: the scan that blocks a patch carrying keys or passwords.
+//! - [`merge`]: the merge queue's road from a stored patch to a branch.
 //!
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
@@ -18,6 +19,7 @@ pub mod codex;
 pub mod custom;
 pub mod end;
 pub mod git;
+pub mod merge;
 pub mod secrets;
 pub mod spec;
 

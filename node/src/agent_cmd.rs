@@ -193,9 +193,155 @@ fn read_patches(ctx: &Ctx) -> Result<Vec<Value>, CliError> {
     Ok(patches)
 }
 
-/// `palm patches list|show`.
+/// `palm patches apply|revert`: one at a time per data directory (the queue is a lock).
+fn land(ctx: &Ctx, id: &str, to: Option<String>, revert: bool) -> CliResult {
+    use palm_agents::merge::{self, Outcome};
+    let dir = ctx.data.join("patches");
+    let meta_path = dir.join(format!("{id}.json"));
+    let mut meta: Value = std::fs::read_to_string(&meta_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| {
+            CliError::usage("unknown_patch", format!("no patch {id}"))
+                .with_hint("`palm patches list` shows them")
+        })?;
+    let queue = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".queue.lock"))
+        .map_err(|e| CliError::failure("io", format!("cannot open the merge queue's lock: {e}")))?;
+    queue
+        .lock()
+        .map_err(|e| CliError::failure("io", format!("cannot take the merge queue's lock: {e}")))?;
+    let status = meta["status"].as_str().unwrap_or_default().to_owned();
+    match (revert, status.as_str()) {
+        (false, "blocked") => {
+            return Err(CliError::usage(
+                "patch_blocked",
+                format!(
+                    "patch {id} is blocked: the secret scan found {} things that look like secrets",
+                    meta["findings"].as_array().map_or(0, Vec::len)
+                ),
+            )
+            .with_hint(format!("`palm patches show {id}` lists them")));
+        }
+        (false, "violation") => {
+            return Err(CliError::usage(
+                "patch_violation",
+                format!(
+                    "patch {id} came from an observe run that was not allowed to write; it is never applied"
+                ),
+            ));
+        }
+        (false, "applied") => {
+            return Err(CliError::usage(
+                "already_applied",
+                format!("patch {id} is already applied"),
+            ));
+        }
+        (true, s) if s != "applied" => {
+            return Err(CliError::usage(
+                "not_applied",
+                format!("patch {id} is {s}, not applied; nothing to revert"),
+            ));
+        }
+        _ => {}
+    }
+    let repo = PathBuf::from(meta["repo"].as_str().unwrap_or_default());
+    let target = match (revert, to) {
+        (true, _) => meta["branch"].as_str().unwrap_or_default().to_owned(),
+        (false, Some(branch)) => branch,
+        (false, None) => merge::current_branch(&repo).ok_or_else(|| {
+            CliError::usage(
+                "invalid_input",
+                format!(
+                    "{} is not on a branch; say which with --to BRANCH",
+                    repo.display()
+                ),
+            )
+        })?,
+    };
+    let scratch = ctx.data.join("scratch");
+    let failed = |e: palm_agents::git::GitError| CliError::failure("git", e.to_string());
+    let commit = if revert {
+        meta["commit"].as_str().unwrap_or_default().to_owned()
+    } else {
+        merge::patch_commit(
+            &repo,
+            meta["base"].as_str().unwrap_or_default(),
+            &dir.join(format!("{id}.diff")),
+            &format!(
+                "palm patch {id} (job {})",
+                meta["job"].as_str().unwrap_or_default()
+            ),
+            &scratch,
+        )
+        .map_err(failed)?
+    };
+    let outcome = merge::land(&repo, &scratch, &commit, &target, id, revert).map_err(failed)?;
+    let mut answer = serde_json::to_value(&outcome).unwrap_or(Value::Null);
+    answer["id"] = json!(id);
+    let code = match &outcome {
+        Outcome::Applied { commit, branch, .. } => {
+            if revert {
+                meta["status"] = json!("reverted");
+                meta["reverted_commit"] = json!(commit);
+                answer["status"] = json!("reverted");
+            } else {
+                meta["status"] = json!("applied");
+                meta["commit"] = json!(commit);
+                meta["branch"] = json!(branch);
+                meta["conflicts"] = json!([]);
+            }
+            meta["landed_at"] = json!(crate::genome::now_ms());
+            Code::Ok
+        }
+        Outcome::Conflict { conflicts, .. } => {
+            if !revert {
+                meta["status"] = json!("conflict");
+            }
+            meta["conflicts"] = json!(conflicts);
+            Code::Failure
+        }
+    };
+    std::fs::write(
+        &meta_path,
+        serde_json::to_string_pretty(&meta).unwrap_or_default(),
+    )
+    .map_err(|e| CliError::failure("io", format!("cannot write {}: {e}", meta_path.display())))?;
+    print(ctx, &answer, |o, v| {
+        match v["status"].as_str().unwrap_or_default() {
+            "conflict" => {
+                println!(
+                    "{} patch {id} conflicts with `{}`; nothing was changed",
+                    o.red("conflict:"),
+                    v["target"].as_str().unwrap_or_default()
+                );
+                for path in v["conflicts"].as_array().into_iter().flatten() {
+                    println!("  {}", path.as_str().unwrap_or_default());
+                }
+            }
+            status => {
+                println!(
+                    "patch {id} {status}: {} on {}",
+                    v["commit"].as_str().unwrap_or_default(),
+                    o.bold(v["branch"].as_str().unwrap_or_default())
+                );
+                if let Some(note) = v["note"].as_str() {
+                    println!("  {}", o.dim(note));
+                }
+            }
+        }
+    });
+    Ok(code)
+}
+
+/// `palm patches list|show|apply|revert`.
 pub fn patches(ctx: &Ctx, command: PatchesCommand) -> CliResult {
     match command {
+        PatchesCommand::Apply { id, to } => land(ctx, &id, to, false),
+        PatchesCommand::Revert { id } => land(ctx, &id, None, true),
         PatchesCommand::List { job } => {
             let patches: Vec<Value> = read_patches(ctx)?
                 .into_iter()

@@ -143,7 +143,7 @@ pub enum Command {
     /// Coding agents: run one (claude, codex, or a CLI under `agents:` in palm.yaml).
     #[command(subcommand)]
     Agent(AgentCommand),
-    /// Patches agent runs left: list, show.
+    /// Patches agent runs left: list, show, apply, revert.
     #[command(subcommand)]
     Patches(PatchesCommand),
     /// Repo intelligence: index, symbols, callers, search, neighbors, risk, changed-now,
@@ -321,6 +321,21 @@ pub enum PatchesCommand {
     },
     /// Show one patch: what it changes, its findings, its diff.
     Show {
+        /// Patch id.
+        id: String,
+    },
+    /// Land a patch on a branch through the merge queue: rebased (3-way) onto the
+    /// branch's tip in a scratch worktree; a conflict changes nothing (exit 1). Your
+    /// uncommitted changes are never touched.
+    Apply {
+        /// Patch id.
+        id: String,
+        /// The branch [default: the one the patch's checkout is on].
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Undo exactly one applied patch (a revert commit on the branch it landed on).
+    Revert {
         /// Patch id.
         id: String,
     },

@@ -401,3 +401,84 @@ fn agent_leaves_share_their_jobs_worktree_and_jobs_never_share_one() {
     assert_eq!(cwds.len(), 2);
     assert_ne!(cwds[0], cwds[1]);
 }
+
+/// The merge queue: a clean patch lands; a second one touching the same lines is a
+/// conflict that changes nothing; with uncommitted work in the checkout, a patch lands on
+/// a branch of its own and the work is untouched; revert undoes exactly one patch; a
+/// blocked patch is refused.
+#[test]
+fn patches_land_through_the_merge_queue_without_touching_local_work() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let patch_of = |prompt: &str| -> String {
+        let (code, run) = env.run(data.path(), repo.path(), &["claude", prompt]);
+        assert_eq!(code, 0, "{run}");
+        run["result"]["patch"]["id"]
+            .as_str()
+            .expect("patch")
+            .to_owned()
+    };
+    let first = patch_of("EDIT a.txt first");
+    let second = patch_of("EDIT a.txt second");
+    let third = patch_of("EDIT b.txt new");
+    let secret = patch_of("SECRET");
+    let apply = |id: &str| palm_env(data.path(), &["patches", "apply", id, "--json"], &[]);
+    let read = |name: &str| std::fs::read_to_string(repo.path().join(name)).unwrap_or_default();
+
+    let applied = apply(&first);
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    let applied = applied.json();
+    assert_eq!(
+        (applied["status"].clone(), applied["branch"].clone()),
+        (json!("applied"), json!("main"))
+    );
+    assert_eq!(read("a.txt"), "one\nfirst\n");
+
+    let conflict = apply(&second);
+    assert_eq!(conflict.code, 1);
+    let conflict = conflict.json();
+    assert_eq!(conflict["status"], "conflict");
+    assert_eq!(conflict["conflicts"], json!(["a.txt"]));
+    assert_eq!(read("a.txt"), "one\nfirst\n", "a conflict changes nothing");
+
+    std::fs::write(repo.path().join("a.txt"), "one\nfirst\nmine\n").expect("local work");
+    std::fs::write(repo.path().join("scratch.txt"), "untracked\n").expect("local work");
+    let aside = apply(&third).json();
+    assert_eq!(aside["status"], "applied");
+    assert_eq!(aside["branch"], format!("palm/patch-{third}"));
+    assert!(
+        aside["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("uncommitted"),
+        "{aside}"
+    );
+    assert_eq!(read("a.txt"), "one\nfirst\nmine\n", "local changes survive");
+    assert_eq!(read("scratch.txt"), "untracked\n");
+    assert!(!repo.path().join("b.txt").exists());
+
+    let reverted = palm_env(data.path(), &["patches", "revert", &first, "--json"], &[]).json();
+    assert_eq!(reverted["status"], "reverted", "{reverted}");
+    assert_eq!(
+        read("a.txt"),
+        "one\nfirst\nmine\n",
+        "local changes survive a revert too"
+    );
+    let listed = palm_env(data.path(), &["patches", "list", "--json"], &[]).json();
+    let status_of = |id: &str| {
+        listed["patches"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["status"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(status_of(&first).as_deref(), Some("reverted"));
+    assert_eq!(status_of(&second).as_deref(), Some("conflict"));
+    assert_eq!(status_of(&third).as_deref(), Some("applied"));
+
+    let refused = apply(&secret);
+    assert_eq!(refused.code, 2);
+    assert!(refused.stdout.contains("blocked") || refused.stderr.contains("blocked"));
+}
