@@ -159,6 +159,11 @@ impl Parser {
         }
     }
 
+    /// The session id, once the stream has said it.
+    pub fn session_id(&self) -> Option<&str> {
+        self.summary.session_id.as_deref()
+    }
+
     /// The summary of everything read. `end` is `None` when no result line came.
     pub fn finish(mut self) -> RunSummary {
         if self.summary.text.is_empty() {

@@ -138,6 +138,11 @@ impl Parser {
         }
     }
 
+    /// The thread id, once the stream has said it.
+    pub fn session_id(&self) -> Option<&str> {
+        self.summary.session_id.as_deref()
+    }
+
     /// The summary of everything read. `end` is `None` when the last turn never ended.
     pub fn finish(mut self) -> RunSummary {
         self.summary.turns = (self.turns > 0).then_some(self.turns);

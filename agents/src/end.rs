@@ -84,6 +84,9 @@ pub struct AgentResult {
     pub provider: String,
     /// The session to resume.
     pub session_id: Option<String>,
+    /// The session an interrupted attempt of this same run left, which this one resumed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<String>,
     /// Turns taken.
     pub turns: Option<u64>,
     /// Reported cost.

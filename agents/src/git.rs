@@ -171,15 +171,121 @@ pub fn ensure_worktree(root: &Path, job: &str, repo: &Path) -> Result<Worktree, 
         &["worktree", "add", "--detach", &path_text, &base],
         &[],
     )?;
-    std::fs::write(&base_file, &base).map_err(|e| GitError {
-        command: "worktree add".into(),
-        message: format!("cannot write {}: {e}", base_file.display()),
-    })?;
+    // The repo first: a worktree whose base file is missing is reported, never lost.
+    let repo_file = path.with_extension("repo");
+    for (file, text) in [
+        (&repo_file, repo.to_string_lossy().into_owned()),
+        (&base_file, base.clone()),
+    ] {
+        std::fs::write(file, text).map_err(|e| GitError {
+            command: "worktree add".into(),
+            message: format!("cannot write {}: {e}", file.display()),
+        })?;
+    }
     Ok(Worktree {
         repo: repo.to_owned(),
         path,
         base,
     })
+}
+
+/// A worktree found under the worktrees root.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Found {
+    /// The job it belongs to.
+    pub job: String,
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its checkout (`None`: the record is gone; it can only be pruned).
+    pub repo: Option<PathBuf>,
+    /// Its base commit.
+    pub base: Option<String>,
+    /// Disk use of its files (not the shared object store).
+    pub bytes: u64,
+}
+
+fn disk_use(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            total += disk_use(&entry.path());
+        } else {
+            total += meta.len();
+        }
+    }
+    total
+}
+
+/// Every job worktree under `root` (`root/<job>/<name>`).
+pub fn list_worktrees(root: &Path) -> Vec<Found> {
+    let mut found = Vec::new();
+    let Ok(jobs) = std::fs::read_dir(root) else {
+        return found;
+    };
+    for job in jobs.flatten().filter(|e| e.path().is_dir()) {
+        let Ok(trees) = std::fs::read_dir(job.path()) else {
+            continue;
+        };
+        for tree in trees.flatten().filter(|e| e.path().is_dir()) {
+            let path = tree.path();
+            let read = |ext: &str| {
+                std::fs::read_to_string(path.with_extension(ext))
+                    .ok()
+                    .map(|t| t.trim().to_owned())
+                    .filter(|t| !t.is_empty())
+            };
+            // A worktree without its record (an older layout, a crash between `worktree
+            // add` and the record) still knows its repo: git's common directory.
+            let repo = read("repo").map(PathBuf::from).or_else(|| {
+                git(&path, &["rev-parse", "--path-format=absolute", "--git-common-dir"], &[])
+                    .ok()
+                    .and_then(|dir| PathBuf::from(dir.trim()).parent().map(Path::to_path_buf))
+            });
+            found.push(Found {
+                job: job.file_name().to_string_lossy().into_owned(),
+                repo,
+                base: read("base"),
+                bytes: disk_use(&path),
+                path,
+            });
+        }
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Removes a job's worktree, its whole state first saved on `reference` (nothing is
+/// lost: `git log REF` shows it). Answers the saved commit, if there was state to save.
+pub fn remove_worktree(found: &Found, reference: &str) -> Result<Option<String>, GitError> {
+    let mut saved = None;
+    if let (Some(repo), Some(base)) = (&found.repo, &found.base)
+        && found.path.join(".git").exists()
+    {
+        let tree = Worktree {
+            repo: repo.clone(),
+            path: found.path.clone(),
+            base: base.clone(),
+        };
+        saved = Some(snapshot(&tree, reference, "saved before the worktree was removed")?.commit);
+        let path = found.path.to_string_lossy().into_owned();
+        git(repo, &["worktree", "remove", "--force", &path], &[])?;
+    }
+    let _ = std::fs::remove_dir_all(&found.path);
+    for ext in ["repo", "base", "index"] {
+        let _ = std::fs::remove_file(found.path.with_extension(ext));
+    }
+    if let Some(repo) = &found.repo {
+        let _ = git(repo, &["worktree", "prune"], &[]);
+    }
+    if let Some(job_dir) = found.path.parent() {
+        // Only when nothing else of the job is left.
+        let _ = std::fs::remove_dir(job_dir);
+    }
+    Ok(saved)
 }
 
 /// A snapshot: the tree of the worktree's state and the commit holding it.
@@ -353,11 +459,35 @@ mod tests {
             .is_ok()
         );
 
+        let listed = list_worktrees(root.path());
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (listed[0].job.as_str(), listed[0].base.as_deref()),
+            ("j-1", Some(tree.base.as_str()))
+        );
+
         restore(&tree, &before.tree).expect("restore");
         assert_eq!(
             std::fs::read_to_string(tree.path.join("a.txt")).expect("read"),
             "one\n"
         );
         assert!(!tree.path.join("new.bin").exists());
+
+        // Removing saves first: the dirty state is on the ref, the worktree is gone.
+        std::fs::write(tree.path.join("late.txt"), "unsaved\n").expect("late edit");
+        let saved = remove_worktree(&listed[0], &saved_ref("j-1", "gc"))
+            .expect("remove")
+            .unwrap_or_else(|| panic!("nothing saved: {listed:?}"));
+        assert!(!tree.path.exists());
+        let kept = git(repo.path(), &["show", &format!("{saved}:late.txt")], &[]).expect("show");
+        assert_eq!(kept, "unsaved\n");
+        assert_eq!(
+            git(repo.path(), &["worktree", "list"], &[])
+                .expect("list")
+                .lines()
+                .count(),
+            1
+        );
+        assert!(list_worktrees(root.path()).is_empty());
     }
 }

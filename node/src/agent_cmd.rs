@@ -1,7 +1,7 @@
 //! `palm agent run` (one agent run as a one-leaf job) and `palm patches list|show` (the
 //! patches agent runs left under `DATA/patches/`).
 
-use crate::cli::{AgentRunArgs, PatchesCommand};
+use crate::cli::{AgentRunArgs, PatchesCommand, WorktreesCommand};
 use crate::commands::{WAIT_SLICE_MS, spinner};
 use crate::ctx::{Ctx, print};
 use crate::exit::{CliError, CliResult, Code};
@@ -403,5 +403,158 @@ pub fn patches(ctx: &Ctx, command: PatchesCommand) -> CliResult {
             });
             Ok(Code::Ok)
         }
+    }
+}
+
+/// Each listed worktree with its job's status (`unknown` when this node has no such job).
+async fn worktrees_with_status(
+    ctx: &Ctx,
+) -> Result<Vec<(palm_agents::git::Found, String)>, CliError> {
+    let root = ctx.data.join("worktrees");
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
+    let found = palm_agents::git::list_worktrees(&root);
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut target = Target::for_access(&ctx.data, palm_node::target::Access::Read).await?;
+    let mut listed = Vec::new();
+    for tree in found {
+        let status = match target
+            .call(Request::Status {
+                job: tree.job.clone(),
+            })
+            .await
+        {
+            Ok(view) => view["status"].as_str().unwrap_or("unknown").to_owned(),
+            Err(err) if err.kind == "unknown_job" => "unknown".to_owned(),
+            Err(err) => {
+                target.finish().await;
+                return Err(err);
+            }
+        };
+        listed.push((tree, status));
+    }
+    target.finish().await;
+    Ok(listed)
+}
+
+fn is_live(status: &str) -> bool {
+    matches!(status, "pending" | "running" | "waiting")
+}
+
+/// `palm worktrees list|gc`.
+pub async fn worktrees(ctx: &Ctx, command: WorktreesCommand) -> CliResult {
+    let listed = worktrees_with_status(ctx).await?;
+    match command {
+        WorktreesCommand::List => {
+            let total: u64 = listed.iter().map(|(t, _)| t.bytes).sum();
+            let trees: Vec<Value> = listed
+                .iter()
+                .map(|(tree, status)| {
+                    let mut v = serde_json::to_value(tree).unwrap_or(Value::Null);
+                    v["status"] = json!(status);
+                    v["live"] = json!(is_live(status));
+                    v
+                })
+                .collect();
+            print(ctx, &json!({"worktrees": trees, "bytes": total}), |o, v| {
+                let list = v["worktrees"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    println!("{}", o.dim("no worktrees"));
+                }
+                for tree in list {
+                    println!(
+                        "{}  {:<9}  {:>9}  {}",
+                        o.bold(tree["job"].as_str().unwrap_or_default()),
+                        tree["status"].as_str().unwrap_or_default(),
+                        human_bytes(tree["bytes"].as_u64().unwrap_or(0)),
+                        tree["path"].as_str().unwrap_or_default()
+                    );
+                }
+                println!(
+                    "{}",
+                    o.dim(&format!(
+                        "{} in all",
+                        human_bytes(v["bytes"].as_u64().unwrap_or(0))
+                    ))
+                );
+            });
+            Ok(Code::Ok)
+        }
+        WorktreesCommand::Gc => {
+            let mut removed = Vec::new();
+            let mut kept = 0;
+            let mut freed = 0;
+            let mut failures = Vec::new();
+            for (tree, status) in listed {
+                if is_live(&status) {
+                    kept += 1;
+                    continue;
+                }
+                let reference = palm_agents::git::saved_ref(&tree.job, "gc");
+                match palm_agents::git::remove_worktree(&tree, &reference) {
+                    Ok(saved) => {
+                        freed += tree.bytes;
+                        removed.push(json!({
+                            "job": tree.job,
+                            "path": tree.path.display().to_string(),
+                            "status": status,
+                            "saved": saved.map(|commit| json!({"ref": reference, "commit": commit})),
+                        }));
+                    }
+                    Err(err) => failures.push(
+                        json!({"path": tree.path.display().to_string(), "error": err.to_string()}),
+                    ),
+                }
+            }
+            let answer =
+                json!({"removed": removed, "kept": kept, "bytes_freed": freed, "failed": failures});
+            print(ctx, &answer, |o, v| {
+                for tree in v["removed"].as_array().into_iter().flatten() {
+                    println!(
+                        "removed {} ({}){}",
+                        tree["path"].as_str().unwrap_or_default(),
+                        tree["status"].as_str().unwrap_or_default(),
+                        tree["saved"]["ref"]
+                            .as_str()
+                            .map(|r| format!(", saved on {r}"))
+                            .unwrap_or_default()
+                    );
+                }
+                for failure in v["failed"].as_array().into_iter().flatten() {
+                    println!(
+                        "{} {}: {}",
+                        o.red("kept"),
+                        failure["path"].as_str().unwrap_or_default(),
+                        failure["error"].as_str().unwrap_or_default()
+                    );
+                }
+                println!(
+                    "{}",
+                    o.dim(&format!(
+                        "{} removed, {} kept (live jobs), {} freed",
+                        v["removed"].as_array().map_or(0, Vec::len),
+                        v["kept"],
+                        human_bytes(v["bytes_freed"].as_u64().unwrap_or(0))
+                    ))
+                );
+            });
+            Ok(
+                if answer["failed"].as_array().is_some_and(|f| !f.is_empty()) {
+                    Code::Failure
+                } else {
+                    Code::Ok
+                },
+            )
+        }
+    }
+}
+
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
     }
 }

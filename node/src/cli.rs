@@ -146,6 +146,9 @@ pub enum Command {
     /// Patches agent runs left: list, show, apply, revert.
     #[command(subcommand)]
     Patches(PatchesCommand),
+    /// The jobs' worktrees: list them with their disk use, reclaim finished ones.
+    #[command(subcommand)]
+    Worktrees(WorktreesCommand),
     /// Repo intelligence: index, symbols, callers, search, neighbors, risk, changed-now,
     /// explain, handoff (see `intel_cmd.rs`).
     #[cfg(feature = "intel")]
@@ -308,6 +311,17 @@ pub struct AgentRunArgs {
     /// A cost above this (US dollars) ends the run as `budget`.
     #[arg(long)]
     pub budget_usd: Option<f64>,
+}
+
+/// `palm worktrees ...`.
+#[derive(Debug, Subcommand)]
+pub enum WorktreesCommand {
+    /// Every job worktree with its job's status and disk use.
+    List,
+    /// Remove the worktrees of jobs that ended (or that this node does not know), each
+    /// saved first on a private ref (`refs/palm/saved/JOB/gc`); prune git's records of
+    /// worktrees that are gone.
+    Gc,
 }
 
 /// `palm patches ...`.

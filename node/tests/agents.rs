@@ -482,3 +482,117 @@ fn patches_land_through_the_merge_queue_without_touching_local_work() {
     assert_eq!(refused.code, 2);
     assert!(refused.stdout.contains("blocked") || refused.stderr.contains("blocked"));
 }
+
+/// Kill -9 of the node in the middle of a run: the restarted node stops the orphaned
+/// agent, runs the effect again resuming the same session, the interrupted run's edits
+/// are on a private ref; `palm worktrees gc` then leaves no worktree behind.
+#[test]
+fn a_run_interrupted_by_kill_9_resumes_its_session_and_loses_nothing() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let up = Up::start_env(data.path(), &[], &env.vars());
+    let flow = format!(
+        "name: long\ntree:\n  agent: {{ provider: claude, prompt: \"EDIT a.txt interrupted PAUSE 30\", repo: \"{}\", save: run }}\n",
+        repo.path().display()
+    );
+    let file = data.path().join("long.yaml");
+    std::fs::write(&file, flow).expect("flow");
+    let submitted = palm_env(
+        data.path(),
+        &["submit", &file.display().to_string(), "--json"],
+        &[],
+    )
+    .json();
+    let job = submitted["job"].as_str().expect("job").to_owned();
+    assert!(
+        eventually(Duration::from_secs(20), || !env
+            .invocations("claude")
+            .is_empty()),
+        "the agent started"
+    );
+    let first = env.invocations("claude")[0].clone();
+    let worktree = PathBuf::from(first["cwd"].as_str().expect("cwd"));
+    assert!(eventually(Duration::from_secs(10), || {
+        std::fs::read_to_string(worktree.join("a.txt"))
+            .unwrap_or_default()
+            .contains("interrupted")
+    }));
+    // The session the first attempt announced.
+    let run_dirs = data.path().join("agents/runs");
+    assert!(eventually(Duration::from_secs(10), || {
+        std::fs::read_dir(&run_dirs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| d.path().join("session.json").exists())
+    }));
+    up.kill9();
+
+    // The second attempt must not wait 30 s: it is told to go on without pausing.
+    let _up = Up::start_env(data.path(), &[], &env.vars());
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            palm_env(data.path(), &["status", &job, "--json"], &[]).json()["status"] == "succeeded"
+        }),
+        "the job finishes after the restart"
+    );
+    let attempts = env.invocations("claude");
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let session_of = |attempt: &Value| {
+        let argv: Vec<String> = attempt["argv"]
+            .as_array()
+            .expect("argv")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_owned))
+            .collect();
+        argv.iter()
+            .position(|a| a == "--resume")
+            .map(|i| argv[i + 1].clone())
+    };
+    let resumed = attempts
+        .iter()
+        .find_map(session_of)
+        .expect("the second attempt resumed a session");
+    let status = palm_env(data.path(), &["status", &job, "--json"], &[]).json();
+    assert_eq!(status["state"]["run"]["session_id"], resumed.as_str());
+    assert_eq!(status["state"]["run"]["resumed"], resumed.as_str());
+    // The interrupted attempt's edit was saved before the second attempt ran.
+    let refs = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args([
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/palm/saved/{job}/"),
+        ])
+        .output()
+        .expect("git");
+    let refs = String::from_utf8_lossy(&refs.stdout).into_owned();
+    let saved_interrupted = refs.lines().any(|r| {
+        let shown = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["show", &format!("{r}:a.txt")])
+            .output()
+            .expect("git");
+        String::from_utf8_lossy(&shown.stdout).contains("interrupted")
+    });
+    assert!(saved_interrupted, "{refs}");
+
+    let gc = palm_env(data.path(), &["worktrees", "gc", "--json"], &[]).json();
+    assert_eq!(gc["removed"].as_array().map(Vec::len), Some(1), "{gc}");
+    let listed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["worktree", "list", "--porcelain"])
+        .output()
+        .expect("git");
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert_eq!(
+        listed.matches("worktree ").count(),
+        1,
+        "no orphan worktree: {listed}"
+    );
+    assert!(!worktree.exists());
+}

@@ -44,6 +44,10 @@ pub const TRANSCRIPT_BYTES_MAX: u64 = 16 << 20;
 /// as unreadable).
 const LINE_BYTES_MAX: usize = 4 << 20;
 
+/// Where a run records its session id as soon as the provider says it (in the
+/// effect's run directory), so a run interrupted by a crash is resumed, not restarted.
+const SESSION_FILE: &str = "session.json";
+
 /// A run's timeout when it gives none.
 const TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
 
@@ -127,6 +131,22 @@ impl Agents {
         std::fs::create_dir_all(&run_dir).map_err(|e| {
             Failure::new(format!("agent: cannot create {}: {e}", run_dir.display()))
         })?;
+        // An attempt of this same effect that died with its node (the run directory is
+        // the effect's) left its session: continue it rather than start over.
+        let mut resumed = None;
+        if spec.resume.is_none()
+            && let Ok(text) = std::fs::read_to_string(run_dir.join(SESSION_FILE))
+            && let Ok(saved) = serde_json::from_str::<Value>(&text)
+            && saved["provider"] == spec.provider.as_str()
+            && let Some(session) = saved["session_id"].as_str()
+        {
+            spec.resume = Some(session.to_owned());
+            spec.prompt = format!(
+                "(Your previous attempt at this task was interrupted before it finished. Continue it.)\n\n{}",
+                spec.prompt
+            );
+            resumed = Some(session.to_owned());
+        }
         // The job's worktree, when the repo is a git checkout.
         let job = ctx.effect.job.clone();
         let worktrees = self.data.join("worktrees");
@@ -227,6 +247,7 @@ impl Agents {
             end,
             provider: spec.provider.clone(),
             session_id: summary.session_id.clone(),
+            resumed,
             turns: summary.turns,
             cost_usd: summary.cost_usd,
             text: std::mem::take(&mut summary.text),
@@ -568,6 +589,7 @@ async fn read_stream(
     let mut codex = palm_agents::codex::Parser::new();
     let mut read = StreamRead::default();
     let mut hasher = git::ContentHasher::new();
+    let mut saved_session: Option<String> = None;
     let mut file = tokio::fs::File::create(&path).await.ok();
     if let Some(stdout) = stdout {
         let mut lines = BufReader::new(stdout);
@@ -591,9 +613,22 @@ async fn read_stream(
                         continue;
                     }
                     let line = String::from_utf8_lossy(&buffer);
-                    match provider.as_str() {
-                        "claude" => claude.line(&line),
-                        _ => codex.line(&line),
+                    let session = match provider.as_str() {
+                        "claude" => {
+                            claude.line(&line);
+                            claude.session_id()
+                        }
+                        _ => {
+                            codex.line(&line);
+                            codex.session_id()
+                        }
+                    };
+                    if let Some(session) = session
+                        && saved_session.as_deref() != Some(session)
+                    {
+                        let record = json!({"provider": provider, "session_id": session});
+                        let _ = tokio::fs::write(path.with_file_name(SESSION_FILE), record.to_string()).await;
+                        saved_session = Some(session.to_owned());
                     }
                 }
             }
