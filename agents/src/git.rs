@@ -241,9 +241,13 @@ pub fn list_worktrees(root: &Path) -> Vec<Found> {
             // A worktree without its record (an older layout, a crash between `worktree
             // add` and the record) still knows its repo: git's common directory.
             let repo = read("repo").map(PathBuf::from).or_else(|| {
-                git(&path, &["rev-parse", "--path-format=absolute", "--git-common-dir"], &[])
-                    .ok()
-                    .and_then(|dir| PathBuf::from(dir.trim()).parent().map(Path::to_path_buf))
+                git(
+                    &path,
+                    &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+                    &[],
+                )
+                .ok()
+                .and_then(|dir| PathBuf::from(dir.trim()).parent().map(Path::to_path_buf))
             });
             found.push(Found {
                 job: job.file_name().to_string_lossy().into_owned(),

@@ -161,155 +161,26 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
     result
 }
 
-/// Every patch's description under `DATA/patches/`, newest first.
-fn read_patches(ctx: &Ctx) -> Result<Vec<Value>, CliError> {
-    let dir = ctx.data.join("patches");
-    let mut patches = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(patches),
-        Err(e) => {
-            return Err(CliError::failure(
-                "io",
-                format!("cannot read {}: {e}", dir.display()),
-            ));
-        }
+fn patch_error(err: palm_agents::patches::PatchError) -> CliError {
+    let mut out = if err.usage {
+        CliError::usage(err.kind, err.message)
+    } else {
+        CliError::failure(err.kind, err.message)
     };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "json")
-            && let Ok(text) = std::fs::read_to_string(&path)
-            && let Ok(value) = serde_json::from_str::<Value>(&text)
-        {
-            patches.push(value);
-        }
-    }
-    patches.sort_by(|a, b| {
-        b["created_at"]
-            .as_u64()
-            .cmp(&a["created_at"].as_u64())
-            .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
-    });
-    Ok(patches)
+    out.hint = err.hint;
+    out
 }
 
-/// `palm patches apply|revert`: one at a time per data directory (the queue is a lock).
+/// `palm patches apply|revert`.
 fn land(ctx: &Ctx, id: &str, to: Option<String>, revert: bool) -> CliResult {
-    use palm_agents::merge::{self, Outcome};
-    let dir = ctx.data.join("patches");
-    let meta_path = dir.join(format!("{id}.json"));
-    let mut meta: Value = std::fs::read_to_string(&meta_path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
-            CliError::usage("unknown_patch", format!("no patch {id}"))
-                .with_hint("`palm patches list` shows them")
-        })?;
-    let queue = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(".queue.lock"))
-        .map_err(|e| CliError::failure("io", format!("cannot open the merge queue's lock: {e}")))?;
-    queue
-        .lock()
-        .map_err(|e| CliError::failure("io", format!("cannot take the merge queue's lock: {e}")))?;
-    let status = meta["status"].as_str().unwrap_or_default().to_owned();
-    match (revert, status.as_str()) {
-        (false, "blocked") => {
-            return Err(CliError::usage(
-                "patch_blocked",
-                format!(
-                    "patch {id} is blocked: the secret scan found {} things that look like secrets",
-                    meta["findings"].as_array().map_or(0, Vec::len)
-                ),
-            )
-            .with_hint(format!("`palm patches show {id}` lists them")));
-        }
-        (false, "violation") => {
-            return Err(CliError::usage(
-                "patch_violation",
-                format!(
-                    "patch {id} came from an observe run that was not allowed to write; it is never applied"
-                ),
-            ));
-        }
-        (false, "applied") => {
-            return Err(CliError::usage(
-                "already_applied",
-                format!("patch {id} is already applied"),
-            ));
-        }
-        (true, s) if s != "applied" => {
-            return Err(CliError::usage(
-                "not_applied",
-                format!("patch {id} is {s}, not applied; nothing to revert"),
-            ));
-        }
-        _ => {}
-    }
-    let repo = PathBuf::from(meta["repo"].as_str().unwrap_or_default());
-    let target = match (revert, to) {
-        (true, _) => meta["branch"].as_str().unwrap_or_default().to_owned(),
-        (false, Some(branch)) => branch,
-        (false, None) => merge::current_branch(&repo).ok_or_else(|| {
-            CliError::usage(
-                "invalid_input",
-                format!(
-                    "{} is not on a branch; say which with --to BRANCH",
-                    repo.display()
-                ),
-            )
-        })?,
-    };
-    let scratch = ctx.data.join("scratch");
-    let failed = |e: palm_agents::git::GitError| CliError::failure("git", e.to_string());
-    let commit = if revert {
-        meta["commit"].as_str().unwrap_or_default().to_owned()
+    let answer = palm_agents::patches::Patches::new(&ctx.data)
+        .land(id, to, revert, crate::genome::now_ms())
+        .map_err(patch_error)?;
+    let code = if answer["status"] == "conflict" {
+        Code::Failure
     } else {
-        merge::patch_commit(
-            &repo,
-            meta["base"].as_str().unwrap_or_default(),
-            &dir.join(format!("{id}.diff")),
-            &format!(
-                "palm patch {id} (job {})",
-                meta["job"].as_str().unwrap_or_default()
-            ),
-            &scratch,
-        )
-        .map_err(failed)?
+        Code::Ok
     };
-    let outcome = merge::land(&repo, &scratch, &commit, &target, id, revert).map_err(failed)?;
-    let mut answer = serde_json::to_value(&outcome).unwrap_or(Value::Null);
-    answer["id"] = json!(id);
-    let code = match &outcome {
-        Outcome::Applied { commit, branch, .. } => {
-            if revert {
-                meta["status"] = json!("reverted");
-                meta["reverted_commit"] = json!(commit);
-                answer["status"] = json!("reverted");
-            } else {
-                meta["status"] = json!("applied");
-                meta["commit"] = json!(commit);
-                meta["branch"] = json!(branch);
-                meta["conflicts"] = json!([]);
-            }
-            meta["landed_at"] = json!(crate::genome::now_ms());
-            Code::Ok
-        }
-        Outcome::Conflict { conflicts, .. } => {
-            if !revert {
-                meta["status"] = json!("conflict");
-            }
-            meta["conflicts"] = json!(conflicts);
-            Code::Failure
-        }
-    };
-    std::fs::write(
-        &meta_path,
-        serde_json::to_string_pretty(&meta).unwrap_or_default(),
-    )
-    .map_err(|e| CliError::failure("io", format!("cannot write {}: {e}", meta_path.display())))?;
     print(ctx, &answer, |o, v| {
         match v["status"].as_str().unwrap_or_default() {
             "conflict" => {
@@ -343,10 +214,9 @@ pub fn patches(ctx: &Ctx, command: PatchesCommand) -> CliResult {
         PatchesCommand::Apply { id, to } => land(ctx, &id, to, false),
         PatchesCommand::Revert { id } => land(ctx, &id, None, true),
         PatchesCommand::List { job } => {
-            let patches: Vec<Value> = read_patches(ctx)?
-                .into_iter()
-                .filter(|p| job.as_deref().is_none_or(|j| p["job"] == j))
-                .collect();
+            let patches = palm_agents::patches::Patches::new(&ctx.data)
+                .list(job.as_deref())
+                .map_err(patch_error)?;
             print(ctx, &json!({"patches": patches}), |o, v| {
                 let list = v["patches"].as_array().cloned().unwrap_or_default();
                 if list.is_empty() {
@@ -372,16 +242,9 @@ pub fn patches(ctx: &Ctx, command: PatchesCommand) -> CliResult {
             Ok(Code::Ok)
         }
         PatchesCommand::Show { id } => {
-            let Some(mut patch) = read_patches(ctx)?
-                .into_iter()
-                .find(|p| p["id"] == id.as_str())
-            else {
-                return Err(CliError::usage("unknown_patch", format!("no patch {id}"))
-                    .with_hint("`palm patches list` shows them"));
-            };
-            let diff = std::fs::read_to_string(ctx.data.join("patches").join(format!("{id}.diff")))
-                .unwrap_or_default();
-            patch["diff"] = Value::String(diff);
+            let patch = palm_agents::patches::Patches::new(&ctx.data)
+                .show(&id)
+                .map_err(patch_error)?;
             print(ctx, &patch, |o, v| {
                 println!(
                     "patch {} {} · job {} · base {}",
