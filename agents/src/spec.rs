@@ -136,6 +136,48 @@ impl AgentSpec {
     }
 }
 
+/// One agent run as a one-leaf flow (`palm agent run`, MCP `palm_agent_run`): its
+/// source and its input. Everything a person typed travels as input, never as template
+/// text, so a prompt holding `{{` is sent as written; numbers are literals.
+pub fn one_leaf_flow(run: &AgentSpec) -> (String, serde_json::Map<String, Value>) {
+    let mut leaf = String::from(
+        "    provider: \"{{ input.provider }}\"\n    prompt: \"{{ input.prompt }}\"\n    mode: \"{{ input.mode }}\"\n    repo: \"{{ input.repo }}\"\n    save: result\n",
+    );
+    if let Some(turns) = run.max_turns {
+        leaf.push_str(&format!("    max_turns: {turns}\n"));
+    }
+    if let Some(ms) = run.timeout_ms {
+        leaf.push_str(&format!("    timeout: {ms}\n"));
+    }
+    if let Some(budget) = run.budget_usd {
+        leaf.push_str(&format!("    budget_usd: {budget}\n"));
+    }
+    if run.resume.is_some() {
+        leaf.push_str("    resume: \"{{ input.resume }}\"\n");
+    }
+    if run.model.is_some() {
+        leaf.push_str("    model: \"{{ input.model }}\"\n");
+    }
+    let source = format!(
+        "name: agent-run\ndescription: one agent run (palm agent run)\ninput:\n  provider: string\n  prompt: string\n  mode: string\n  repo: string\n  resume: {{ type: string, default: \"\" }}\n  model: {{ type: string, default: \"\" }}\ntree:\n  agent:\n{leaf}"
+    );
+    let mut input = serde_json::Map::new();
+    input.insert("provider".into(), Value::String(run.provider.clone()));
+    input.insert("prompt".into(), Value::String(run.prompt.clone()));
+    input.insert("mode".into(), Value::String(run.mode.as_str().into()));
+    input.insert(
+        "repo".into(),
+        Value::String(run.repo.clone().unwrap_or_default()),
+    );
+    if let Some(resume) = &run.resume {
+        input.insert("resume".into(), Value::String(resume.clone()));
+    }
+    if let Some(model) = &run.model {
+        input.insert("model".into(), Value::String(model.clone()));
+    }
+    (source, input)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

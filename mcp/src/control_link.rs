@@ -56,6 +56,11 @@ impl ControlLink {
         Ok(link)
     }
 
+    /// The data directory it serves.
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
     /// One line for logs: what this server is attached to.
     pub fn describe(&self) -> String {
         match self.embedded() {

@@ -291,6 +291,64 @@ fn build_specs() -> Vec<ToolSpec> {
             [false, false, false],
         ),
         (
+            "palm_agent_run",
+            "Run a coding agent",
+            "Run one coding agent (claude, codex, or an agent CLI the node declares under \
+             `agents:` in palm.yaml) as a durable one-step job, in its own git worktree of \
+             `repo`. mode is its authority: observe never writes (a run that changed files \
+             is a `violation`, its changes set aside), edit may change files, execute may \
+             also run commands. The result says how it ended (end: success, max_turns, \
+             error, timeout, crashed, interrupted, denied, budget, violation), its \
+             session_id (to resume), and the patch it left (land it with palm_patches \
+             apply). With wait: false it returns the job id at once.",
+            object(
+                json!({
+                    "provider": string("claude, codex, or an agent declared under agents: in the node's palm.yaml."),
+                    "prompt": string("The task."),
+                    "mode": {"type": "string", "enum": ["observe", "edit", "execute"], "default": "edit", "description": "Its authority."},
+                    "repo": string("Absolute path of the git checkout to work on, on the node's machine."),
+                    "timeout": {"type": ["string", "integer"], "description": "Kill the run after this long: milliseconds or a duration like \"20m\" (default 30m)."},
+                    "max_turns": {"type": "integer", "minimum": 1},
+                    "budget_usd": {"type": "number", "exclusiveMinimum": 0},
+                    "resume": string("A session id to continue (a previous result's session_id)."),
+                    "model": string("The provider's model."),
+                    "wait": {"type": "boolean", "default": true, "description": "Wait for the run to end (default), with progress notifications."}
+                }),
+                &["provider", "prompt", "repo"],
+            ),
+            json!({
+                "type": "object",
+                "required": ["job", "status"],
+                "properties": {
+                    "job": {"type": "string"},
+                    "status": {"type": "string"},
+                    "result": {"description": "{end, provider, session_id, turns, cost_usd, text, structured, worktree, patch, error, usage, transcript, duration_ms}; null until the run ends."}
+                }
+            }),
+            [false, false, false],
+        ),
+        (
+            "palm_patches",
+            "Patches agent runs left",
+            "The patches agent runs left on this node. action=list (optionally one job's), \
+             show (one patch with its diff and secret-scan findings), apply (land it on a \
+             branch through the merge queue: rebased 3-way in a scratch worktree; a conflict \
+             is an answer with status conflict and the paths, and changes nothing; the \
+             user's uncommitted changes are never touched), revert (undo one applied patch). \
+             Blocked (secrets found) and violation patches are never applied.",
+            object(
+                json!({
+                    "action": {"type": "string", "enum": ["list", "show", "apply", "revert"]},
+                    "id": string("A patch id (from list, or a run's result.patch.id). Required for show, apply and revert."),
+                    "job": string("With list: only this job's patches."),
+                    "to": string("With apply: the branch to land on (default: the one the checkout is on).")
+                }),
+                &["action"],
+            ),
+            json!({"type": "object"}),
+            [false, false, false],
+        ),
+        (
             "palm_status",
             "A job's status",
             "One job: status (pending, running, waiting, succeeded, failed, cancelled), what \
@@ -619,6 +677,8 @@ pub async fn call(
         "palm_assist" => super::assist::run(link, &arguments).await,
         "palm_flows" => flows(link, &arguments).await,
         "palm_submit" => submit(link, &arguments, ctx).await,
+        "palm_agent_run" => agent_run(link, &arguments, ctx).await,
+        "palm_patches" => patches(link, &arguments),
         "palm_status" => {
             let job = required_str(tool.name, &arguments, "job", "")?;
             let view = ask(
@@ -832,6 +892,157 @@ async fn submit(
     ctx.report(0.0, format!("job {job} submitted")).await;
     let view = settle(link, &job, timeout, ctx).await?;
     Ok(status_answer(view))
+}
+
+async fn agent_run(
+    link: &ControlLink,
+    arguments: &Map<String, Value>,
+    ctx: &CallContext,
+) -> Result<Answer, ToolError> {
+    let timeout_ms = match arguments.get("timeout") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(text)) => Some(palm_api::verbs::duration_ms(text, "timeout")?),
+        Some(other) => {
+            return Err(ToolError::argument(format!(
+                "palm_agent_run: argument `timeout` must be milliseconds or a duration, found {other}"
+            )));
+        }
+    };
+    let spec = palm_agents::AgentSpec {
+        provider: str_arg(arguments, "provider")
+            .unwrap_or_default()
+            .to_owned(),
+        prompt: str_arg(arguments, "prompt").unwrap_or_default().to_owned(),
+        mode: str_arg(arguments, "mode")
+            .and_then(palm_agents::Mode::parse)
+            .unwrap_or_default(),
+        repo: str_arg(arguments, "repo").map(str::to_owned),
+        model: str_arg(arguments, "model").map(str::to_owned),
+        max_turns: u64_arg(arguments, "max_turns").and_then(|n| u32::try_from(n).ok()),
+        timeout_ms,
+        budget_usd: arguments.get("budget_usd").and_then(Value::as_f64),
+        resume: str_arg(arguments, "resume").map(str::to_owned),
+        schema: None,
+        job: None,
+    };
+    spec.check().map_err(ToolError::argument)?;
+    if !spec
+        .repo
+        .as_deref()
+        .is_some_and(|r| std::path::Path::new(r).is_absolute())
+    {
+        return Err(ToolError::argument(
+            "palm_agent_run: argument `repo` must be an absolute path on the node's machine",
+        ));
+    }
+    let (source, input) = palm_agents::spec::one_leaf_flow(&spec);
+    let submitted = ask(
+        link,
+        Request::Submit {
+            flow: FlowArg::Source {
+                source,
+                origin: "<palm_agent_run>".to_owned(),
+            },
+            input,
+            args: Vec::new(),
+            started_by: None,
+        },
+    )
+    .await?;
+    let job = submitted["job"].as_str().unwrap_or_default().to_owned();
+    let wait = arguments
+        .get("wait")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let view = if wait {
+        ctx.report(0.0, format!("agent {} running in job {job}", spec.provider))
+            .await;
+        let limit = spec.timeout_ms.unwrap_or(30 * 60 * 1000) + 120_000;
+        settle(link, &job, limit.min(WAIT_MS_MAX), ctx).await?
+    } else {
+        submitted
+    };
+    let result = view["state"]["result"].clone();
+    let value = json!({"job": job, "status": view["status"], "result": result});
+    let summary = match result["end"].as_str() {
+        Some(end) => format!(
+            "agent {} ended {end} in job {job}{}",
+            spec.provider,
+            result["patch"]["id"]
+                .as_str()
+                .map(|id| format!(
+                    "; patch {id} ({})",
+                    result["patch"]["status"].as_str().unwrap_or_default()
+                ))
+                .unwrap_or_default()
+        ),
+        None => format!(
+            "agent {} in job {job}: {}",
+            spec.provider,
+            view["status"].as_str().unwrap_or_default()
+        ),
+    };
+    Ok(Answer { summary, value })
+}
+
+fn patches(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answer, ToolError> {
+    let store = palm_agents::patches::Patches::new(link.data());
+    let failed = |err: palm_agents::patches::PatchError| ToolError {
+        kind: err.kind.to_owned(),
+        message: err.message,
+        hint: err.hint,
+    };
+    let action = str_arg(arguments, "action").unwrap_or_default();
+    let id = || {
+        required_str(
+            "palm_patches",
+            arguments,
+            "id",
+            &format!("with action={action}"),
+        )
+    };
+    let value = match action {
+        "list" => json!({"patches": store.list(str_arg(arguments, "job")).map_err(failed)?}),
+        "show" => store.show(id()?).map_err(failed)?,
+        "apply" => store
+            .land(
+                id()?,
+                str_arg(arguments, "to").map(str::to_owned),
+                false,
+                crate::genome::now_ms(),
+            )
+            .map_err(failed)?,
+        "revert" => store
+            .land(id()?, None, true, crate::genome::now_ms())
+            .map_err(failed)?,
+        other => {
+            return Err(ToolError::argument(format!(
+                "palm_patches: argument `action`: unknown action `{other}`"
+            )));
+        }
+    };
+    let summary = match action {
+        "list" => format!(
+            "{} patches",
+            value["patches"].as_array().map_or(0, Vec::len)
+        ),
+        "show" => format!(
+            "patch {} {}",
+            value["id"].as_str().unwrap_or_default(),
+            value["status"].as_str().unwrap_or_default()
+        ),
+        _ => format!(
+            "patch {} {}{}",
+            value["id"].as_str().unwrap_or_default(),
+            value["status"].as_str().unwrap_or_default(),
+            value["branch"]
+                .as_str()
+                .map(|b| format!(" on {b}"))
+                .unwrap_or_default()
+        ),
+    };
+    Ok(Answer { summary, value })
 }
 
 async fn continue_job(
@@ -1310,6 +1521,8 @@ mod tests {
             "palm_assist",
             "palm_flows",
             "palm_submit",
+            "palm_agent_run",
+            "palm_patches",
             "palm_status",
             "palm_jobs",
             "palm_continue",

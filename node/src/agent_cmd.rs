@@ -11,32 +11,6 @@ use palm_node::target::Target;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-/// The one-leaf flow: everything a person typed travels as input, never as template
-/// text, so a prompt holding `{{` is sent as written.
-fn flow_source(args: &AgentRunArgs, timeout_ms: Option<u64>) -> String {
-    let mut leaf = String::from(
-        "    provider: \"{{ input.provider }}\"\n    prompt: \"{{ input.prompt }}\"\n    mode: \"{{ input.mode }}\"\n    repo: \"{{ input.repo }}\"\n    save: result\n",
-    );
-    if let Some(turns) = args.max_turns {
-        leaf.push_str(&format!("    max_turns: {turns}\n"));
-    }
-    if let Some(ms) = timeout_ms {
-        leaf.push_str(&format!("    timeout: {ms}\n"));
-    }
-    if let Some(budget) = args.budget_usd {
-        leaf.push_str(&format!("    budget_usd: {budget}\n"));
-    }
-    if args.resume.is_some() {
-        leaf.push_str("    resume: \"{{ input.resume }}\"\n");
-    }
-    if args.model.is_some() {
-        leaf.push_str("    model: \"{{ input.model }}\"\n");
-    }
-    format!(
-        "name: agent-run\ndescription: one agent run (palm agent run)\ninput:\n  provider: string\n  prompt: string\n  mode: string\n  repo: string\n  resume: {{ type: string, default: \"\" }}\n  model: {{ type: string, default: \"\" }}\ntree:\n  agent:\n{leaf}"
-    )
-}
-
 /// `palm agent run PROVIDER "PROMPT"`.
 pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
     if palm_agents::Mode::parse(&args.mode).is_none() {
@@ -59,18 +33,22 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
     };
     let repo = std::fs::canonicalize(&repo)
         .map_err(|e| CliError::usage("invalid_input", format!("--repo {}: {e}", repo.display())))?;
-    let mut input = serde_json::Map::new();
-    input.insert("provider".into(), json!(args.provider));
-    input.insert("prompt".into(), json!(args.prompt));
-    input.insert("mode".into(), json!(args.mode));
-    input.insert("repo".into(), json!(repo.display().to_string()));
-    if let Some(resume) = &args.resume {
-        input.insert("resume".into(), json!(resume));
-    }
-    if let Some(model) = &args.model {
-        input.insert("model".into(), json!(model));
-    }
-    let source = flow_source(&args, timeout_ms);
+    let spec = palm_agents::AgentSpec {
+        provider: args.provider.clone(),
+        prompt: args.prompt.clone(),
+        mode: palm_agents::Mode::parse(&args.mode).unwrap_or_default(),
+        repo: Some(repo.display().to_string()),
+        model: args.model.clone(),
+        max_turns: args.max_turns,
+        timeout_ms,
+        budget_usd: args.budget_usd,
+        resume: args.resume.clone(),
+        schema: None,
+        job: None,
+    };
+    spec.check()
+        .map_err(|e| CliError::usage("invalid_input", e))?;
+    let (source, input) = palm_agents::spec::one_leaf_flow(&spec);
     let mut target = Target::driving(&ctx.data, None).await?;
     let result = async {
         let submitted = target

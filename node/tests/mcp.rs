@@ -26,10 +26,15 @@ struct Session {
 
 impl Session {
     fn start(data: &Path) -> Session {
+        Session::start_env(data, &[])
+    }
+
+    fn start_env(data: &Path, env: &[(&str, &str)]) -> Session {
         let mut child = Command::new(palm_bin())
             .arg("--data")
             .arg(data)
             .args(["mcp", "--seats", "2"])
+            .envs(env.iter().copied())
             .env_remove("PALM_HOME")
             .env("PALM_LOG", "warn")
             .stdin(Stdio::piped())
@@ -255,7 +260,7 @@ fn tools_answer_structured_content_and_text() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tools.len(), 11, "{listed}");
+    assert_eq!(tools.len(), 13, "{listed}");
     for tool in &tools {
         assert!(tool["outputSchema"].is_object(), "{tool}");
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
@@ -684,4 +689,75 @@ fn palm_tree_shows_the_node_and_the_children_it_links_to() {
     assert_eq!(nodes[1]["state"], "up", "{tree}");
     assert!(text(&tree).contains("child edge-1 up"), "{tree}");
     assert_eq!(session.close(), 0);
+}
+
+/// An agent run and its patch over MCP: palm_agent_run waits for the end state,
+/// palm_patches lists, shows and applies what it left.
+#[test]
+fn an_agent_runs_and_its_patch_lands_over_mcp() {
+    let data = data_dir();
+    let repo = tempfile::tempdir().expect("repo");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.email", "t@t"]);
+    git(&["config", "user.name", "t"]);
+    std::fs::write(repo.path().join("a.txt"), "one\n").expect("write");
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "first"]);
+    let path = format!(
+        "{}:{}",
+        common::repo().join("node/tests/fixtures/agents").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut session = Session::start_env(data.path(), &[("PATH", path.as_str())]);
+    session.initialize("2025-06-18");
+    let ran = session.call(
+        2,
+        "palm_agent_run",
+        json!({"provider": "claude", "prompt": "EDIT a.txt from-mcp", "repo": repo.path().display().to_string(), "timeout": "1m"}),
+    );
+    let value = &ran["result"]["structuredContent"];
+    assert_eq!(value["result"]["end"], "success", "{ran}");
+    let id = value["result"]["patch"]["id"]
+        .as_str()
+        .expect("patch")
+        .to_owned();
+    let relative = session.call(
+        3,
+        "palm_agent_run",
+        json!({"provider": "claude", "prompt": "x", "repo": "relative/dir"}),
+    );
+    assert_eq!(relative["result"]["isError"], true, "{relative}");
+    let listed = session.call(4, "palm_patches", json!({"action": "list"}));
+    assert_eq!(
+        listed["result"]["structuredContent"]["patches"][0]["id"],
+        id.as_str(),
+        "{listed}"
+    );
+    let shown = session.call(5, "palm_patches", json!({"action": "show", "id": id}));
+    assert!(
+        shown["result"]["structuredContent"]["diff"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("+from-mcp")
+    );
+    let applied = session.call(6, "palm_patches", json!({"action": "apply", "id": id}));
+    assert_eq!(
+        applied["result"]["structuredContent"]["status"], "applied",
+        "{applied}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).expect("read"),
+        "one\nfrom-mcp\n"
+    );
+    let missing = session.call(7, "palm_patches", json!({"action": "show"}));
+    assert_eq!(missing["result"]["isError"], true);
 }
