@@ -11,6 +11,7 @@
 //! - [`secrets`]: the scan that blocks a patch carrying keys or passwords.
 //! - [`merge`]: the merge queue's road from a stored patch to a branch.
 //! - [`patches`]: the stored patches (list, show, land), shared by the CLI and MCP.
+//! - [`install`]: the adoption block for AGENTS.md / CLAUDE.md.
 //!
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
@@ -20,6 +21,7 @@ pub mod codex;
 pub mod custom;
 pub mod end;
 pub mod git;
+pub mod install;
 pub mod merge;
 pub mod patches;
 pub mod secrets;

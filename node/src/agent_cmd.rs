@@ -1,7 +1,7 @@
 //! `palm agent run` (one agent run as a one-leaf job) and `palm patches list|show` (the
 //! patches agent runs left under `DATA/patches/`).
 
-use crate::cli::{AgentRunArgs, PatchesCommand, WorktreesCommand};
+use crate::cli::{AgentRunArgs, AgentsCommand, PatchesCommand, WorktreesCommand};
 use crate::commands::{WAIT_SLICE_MS, spinner};
 use crate::ctx::{Ctx, print};
 use crate::exit::{CliError, CliResult, Code};
@@ -397,5 +397,55 @@ fn human_bytes(bytes: u64) -> String {
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
         b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
         b => format!("{b} B"),
+    }
+}
+
+/// `palm agents install|guide`.
+pub fn agents(ctx: &Ctx, command: AgentsCommand) -> CliResult {
+    use palm_agents::install;
+    match command {
+        AgentsCommand::Guide => {
+            print!("{}", install::GUIDE);
+            Ok(Code::Ok)
+        }
+        AgentsCommand::Install { repo, file } => {
+            let repo = repo.unwrap_or_else(|| PathBuf::from("."));
+            if !repo.is_dir() {
+                return Err(CliError::usage(
+                    "invalid_input",
+                    format!("--repo {} is not a directory", repo.display()),
+                ));
+            }
+            let mut written = Vec::new();
+            for path in install::targets(&repo, &file) {
+                let current = match std::fs::read_to_string(&path) {
+                    Ok(text) => Some(text),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => {
+                        return Err(CliError::failure(
+                            "io",
+                            format!("cannot read {}: {e}", path.display()),
+                        ));
+                    }
+                };
+                let (text, action) = install::with_block(current.as_deref());
+                if action != install::Action::Unchanged {
+                    std::fs::write(&path, text).map_err(|e| {
+                        CliError::failure("io", format!("cannot write {}: {e}", path.display()))
+                    })?;
+                }
+                written.push(json!({"path": path.display().to_string(), "action": action}));
+            }
+            print(ctx, &json!({"files": written}), |o, v| {
+                for file in v["files"].as_array().into_iter().flatten() {
+                    println!(
+                        "{} {}",
+                        o.bold(file["action"].as_str().unwrap_or_default()),
+                        file["path"].as_str().unwrap_or_default()
+                    );
+                }
+            });
+            Ok(Code::Ok)
+        }
     }
 }

@@ -143,6 +143,9 @@ pub enum Command {
     /// Coding agents: run one (claude, codex, or a CLI under `agents:` in palm.yaml).
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Palm for the agents working in a repo: install the adoption block, print it.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
     /// Patches agent runs left: list, show, apply, revert.
     #[command(subcommand)]
     Patches(PatchesCommand),
@@ -311,6 +314,23 @@ pub struct AgentRunArgs {
     /// A cost above this (US dollars) ends the run as `budget`.
     #[arg(long)]
     pub budget_usd: Option<f64>,
+}
+
+/// `palm agents ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Write (or update, between its markers) the block that tells agents how to use
+    /// Palm into AGENTS.md / CLAUDE.md (those that exist, else AGENTS.md).
+    Install {
+        /// The repository [default: the current directory].
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Write this file instead (repeatable; relative to the repo).
+        #[arg(long)]
+        file: Vec<String>,
+    },
+    /// Print the block's text.
+    Guide,
 }
 
 /// `palm worktrees ...`.

@@ -87,6 +87,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
             crate::agent_cmd::run(&ctx, args).await
         }
         Command::Patches(command) => crate::agent_cmd::patches(&ctx, command),
+        Command::Agents(command) => crate::agent_cmd::agents(&ctx, command),
         Command::Worktrees(command) => crate::agent_cmd::worktrees(&ctx, command).await,
         Command::Completions { shell } => {
             let mut command = <crate::cli::Cli as clap::CommandFactory>::command();

@@ -596,3 +596,76 @@ fn a_run_interrupted_by_kill_9_resumes_its_session_and_loses_nothing() {
     );
     assert!(!worktree.exists());
 }
+
+/// `palm agents install` writes the adoption block into the agent files that exist, once,
+/// and a second install changes nothing; `palm agents guide` prints the same text.
+#[test]
+fn the_adoption_block_is_installed_once_between_markers() {
+    let data = data_dir();
+    let repo = checkout();
+    std::fs::write(repo.path().join("CLAUDE.md"), "# House rules\n\nBe kind.\n").expect("mine");
+    let repo_arg = repo.path().display().to_string();
+    let first = palm_env(
+        data.path(),
+        &["agents", "install", "--repo", &repo_arg, "--json"],
+        &[],
+    )
+    .json();
+    assert_eq!(first["files"].as_array().map(Vec::len), Some(1), "{first}");
+    assert_eq!(first["files"][0]["action"], "appended");
+    let again = palm_env(
+        data.path(),
+        &["agents", "install", "--repo", &repo_arg, "--json"],
+        &[],
+    )
+    .json();
+    assert_eq!(again["files"][0]["action"], "unchanged");
+    let text = std::fs::read_to_string(repo.path().join("CLAUDE.md")).expect("read");
+    assert!(text.starts_with("# House rules\n\nBe kind.\n"));
+    assert_eq!(text.matches("<!-- palm:begin").count(), 1);
+    assert!(
+        text.contains("palm recall") && text.contains("palm mcp"),
+        "{text}"
+    );
+    assert!(!repo.path().join("AGENTS.md").exists());
+    let guide = palm_env(data.path(), &["agents", "guide"], &[]);
+    assert!(text.contains(guide.stdout.trim()), "the block is the guide");
+}
+
+/// The real CLIs, when a person asks for them (`PALM_REAL_AGENTS=1`, with `claude` and
+/// `codex` installed and logged in): one small observe run each must end `success`.
+/// Skipped otherwise: they cannot be installed where the suite runs.
+#[test]
+fn real_agent_clis_when_asked_for() {
+    if std::env::var("PALM_REAL_AGENTS").as_deref() != Ok("1") {
+        eprintln!("skipped: set PALM_REAL_AGENTS=1 to run the real claude and codex");
+        return;
+    }
+    let data = data_dir();
+    let repo = checkout();
+    for provider in ["claude", "codex"] {
+        let ran = palm_env(
+            data.path(),
+            &[
+                "agent",
+                "run",
+                provider,
+                "Say the word ready and nothing else.",
+                "--mode",
+                "observe",
+                "--timeout",
+                "5m",
+                "--repo",
+                &repo.path().display().to_string(),
+                "--json",
+            ],
+            &[],
+        );
+        let result = ran.json();
+        assert_eq!(result["result"]["end"], "success", "{provider}: {result}");
+        assert!(
+            result["result"]["session_id"].is_string(),
+            "{provider}: {result}"
+        );
+    }
+}
