@@ -270,6 +270,8 @@ mod tests {
             resume: Some("s-1".into()),
             schema: None,
             job: None,
+            job_budget_usd: None,
+            job_budget_turns: None,
         };
         let observe = argv(&spec(Mode::Observe), "claude").join(" ");
         assert!(observe.starts_with("claude -p --output-format stream-json --verbose --model sonnet --max-turns 5 --resume s-1"), "{observe}");

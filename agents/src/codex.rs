@@ -229,6 +229,8 @@ mod tests {
             resume: Some("t-1".into()),
             schema: None,
             job: None,
+            job_budget_usd: None,
+            job_budget_turns: None,
         };
         assert_eq!(
             argv(&spec, "codex", "/w", Some("/s.json")).join(" "),

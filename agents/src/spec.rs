@@ -81,6 +81,12 @@ pub struct AgentSpec {
     /// The job this run belongs to (its worktree is the job's); set by the node.
     #[serde(default)]
     pub job: Option<String>,
+    /// What all the agent runs of the job may cost together (the flow's `budget.usd`).
+    #[serde(default)]
+    pub job_budget_usd: Option<f64>,
+    /// How many turns they may take together (the flow's `budget.turns`).
+    #[serde(default)]
+    pub job_budget_turns: Option<u64>,
 }
 
 impl AgentSpec {

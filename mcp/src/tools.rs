@@ -925,6 +925,8 @@ async fn agent_run(
         resume: str_arg(arguments, "resume").map(str::to_owned),
         schema: None,
         job: None,
+        job_budget_usd: None,
+        job_budget_turns: None,
     };
     spec.check().map_err(ToolError::argument)?;
     if !spec

@@ -45,6 +45,8 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
         resume: args.resume.clone(),
         schema: None,
         job: None,
+        job_budget_usd: None,
+        job_budget_turns: None,
     };
     spec.check()
         .map_err(|e| CliError::usage("invalid_input", e))?;

@@ -669,3 +669,83 @@ fn real_agent_clis_when_asked_for() {
         );
     }
 }
+
+/// A flow's `budget:` bounds all the agent runs of one job together: turns left are
+/// passed down as the next run's turn limit, a run that takes the job over its dollars
+/// ends `budget`, and once spent no further run starts.
+#[test]
+fn a_jobs_budget_bounds_its_runs_together() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let repo_text = repo.path().display().to_string();
+    let leaf = |prompt: &str| {
+        format!(
+            "    - force_success: {{ do: {{ agent: {{ provider: claude, prompt: \"{prompt}\", repo: \"{repo_text}\", max_turns: 10 }} }} }}\n"
+        )
+    };
+    let flow = format!(
+        "name: spend\nbudget: {{ usd: 0.02, turns: 3 }}\ntree:\n  sequence:\n{}{}{}    - set: {{ done: true }}\n",
+        leaf("EDIT one.txt a"),
+        leaf("EDIT two.txt b"),
+        leaf("EDIT three.txt c")
+    );
+    let file = data.path().join("spend.yaml");
+    std::fs::write(&file, flow).expect("flow");
+    let ran = palm_env(
+        data.path(),
+        &["run", &file.display().to_string(), "--json"],
+        &env.vars(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    let mut attempts = env.invocations("claude");
+    attempts.sort_by_key(|a| a["prompt"].as_str().unwrap_or_default().contains("two.txt"));
+    assert_eq!(
+        attempts.len(),
+        2,
+        "the third run never started: {attempts:?}"
+    );
+    let turns = |attempt: &Value| {
+        let argv: Vec<String> = attempt["argv"]
+            .as_array()
+            .expect("argv")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_owned))
+            .collect();
+        argv.iter()
+            .position(|a| a == "--max-turns")
+            .map(|i| argv[i + 1].clone())
+    };
+    assert_eq!(
+        turns(&attempts[0]).as_deref(),
+        Some("3"),
+        "the job's 3 turns, not the leaf's 10"
+    );
+    assert_eq!(
+        turns(&attempts[1]).as_deref(),
+        Some("1"),
+        "what the first run left"
+    );
+    let ledger = std::fs::read_dir(data.path().join("agents/jobs"))
+        .expect("ledger")
+        .count();
+    assert_eq!(ledger, 1);
+    let flows = palm_env(
+        data.path(),
+        &["flows", "validate", &file.display().to_string()],
+        &[],
+    );
+    assert_eq!(flows.code, 0);
+    std::fs::write(
+        &file,
+        "name: x\nbudget: { usd: -1 }\ntree: { succeed: {} }\n",
+    )
+    .expect("flow");
+    let refused = palm_env(
+        data.path(),
+        &["flows", "validate", &file.display().to_string()],
+        &[],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(refused.stdout.contains("budget.usd") || refused.stderr.contains("budget.usd"));
+}

@@ -37,8 +37,15 @@ pub const NODE_TYPES: &[&str] = &[
     "subflow",
 ];
 
-pub(crate) const TOP_LEVEL_KEYS: &[&str] =
-    &["name", "description", "input", "places", "on", "tree"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "input",
+    "places",
+    "on",
+    "budget",
+    "tree",
+];
 
 /// The provider an `agent` leaf calls.
 pub const AGENT_PROVIDER: &str = "agent";
@@ -60,6 +67,7 @@ pub fn parse(source: &str, origin: &str) -> Result<Definition, Vec<Diagnostic>> 
         wait_keys: HashMap::new(),
         bindings: Vec::new(),
         in_interest: false,
+        agent_budget: Vec::new(),
     };
     let document = match yaml::read(source) {
         Ok(document) => document,
@@ -92,6 +100,9 @@ struct Parser {
     bindings: Vec<String>,
     /// Parsing `on:`: templates and expressions see only `event`.
     in_interest: bool,
+    /// The flow's `budget:`, handed to every `agent` leaf (`job_budget_usd`,
+    /// `job_budget_turns`): the node's agent provider keeps each job's spending.
+    agent_budget: Vec<(String, ValueTemplate)>,
 }
 
 fn is_identifier(text: &str) -> bool {
@@ -485,6 +496,9 @@ impl Parser {
                 default: Some(Json(serde_json::json!({}))),
                 span: options.get("on").map_or(document.span, |n| n.span),
             });
+        }
+        if let Some(node) = options.get("budget") {
+            self.budget(node);
         }
         let tree = match options.get("tree") {
             Some(node) => self.node(node),
@@ -1723,6 +1737,55 @@ impl Parser {
         })
     }
 
+    /// `budget: {usd: N, turns: N}`: what all the agent runs of one job may spend together.
+    fn budget(&mut self, node: &Spanned) {
+        let Value::Map(entries) = &node.value else {
+            self.error(
+                node.span,
+                "`budget` takes a mapping like `{usd: 5, turns: 200}`",
+                None,
+            );
+            return;
+        };
+        let options = self.options("budget", entries, &["usd", "turns"]);
+        if let Some(usd) = options.get("usd") {
+            match usd.value {
+                Value::Int(n) if n > 0 => self.agent_budget.push((
+                    "job_budget_usd".to_owned(),
+                    ValueTemplate::Literal(Json(serde_json::json!(n as f64))),
+                )),
+                Value::Float(f) if f > 0.0 && f.is_finite() => self.agent_budget.push((
+                    "job_budget_usd".to_owned(),
+                    ValueTemplate::Literal(Json(serde_json::json!(f))),
+                )),
+                _ => self.error(
+                    usd.span,
+                    format!(
+                        "`budget.usd` must be a positive number, found {}",
+                        describe(usd)
+                    ),
+                    None,
+                ),
+            }
+        }
+        if let Some(turns) = options.get("turns") {
+            match turns.value {
+                Value::Int(n) if n > 0 => self.agent_budget.push((
+                    "job_budget_turns".to_owned(),
+                    ValueTemplate::Literal(Json(serde_json::json!(n))),
+                )),
+                _ => self.error(
+                    turns.span,
+                    format!(
+                        "`budget.turns` must be a positive integer, found {}",
+                        describe(turns)
+                    ),
+                    None,
+                ),
+            }
+        }
+    }
+
     /// `agent: {provider, prompt, mode, repo, model, max_turns, timeout, budget_usd,
     /// resume, schema, save, needs}`: a coding agent run, carried as a `call` of the
     /// node's `agent` provider (a lease, a timeout, placement by `needs`, like any call).
@@ -1836,6 +1899,7 @@ impl Parser {
             "timeout_ms".to_owned(),
             ValueTemplate::Literal(Json(serde_json::json!(timeout_ms))),
         ));
+        args.extend(self.agent_budget.iter().cloned());
         let save = options
             .get("save")
             .and_then(|node| self.identifier(node, "`save`"));

@@ -106,6 +106,47 @@ impl Agents {
             )));
         }
         let started = Instant::now();
+        // The job's spending so far (other runs than this effect: a re-run replaces its
+        // own entry), against the flow's `budget:`.
+        let ledger = Ledger::of(&self.data, &ctx.effect.job);
+        let spent = ledger.spent_except(&ctx.effect.key);
+        let over = match (spec.job_budget_usd, spec.job_budget_turns) {
+            (Some(budget), _) if spent.0 >= budget => Some(format!(
+                "the job has spent ${:.4} of its ${budget:.4} budget; the run was not started",
+                spent.0
+            )),
+            (_, Some(budget)) if spent.1 >= budget => Some(format!(
+                "the job has taken {} of its {budget} turns; the run was not started",
+                spent.1
+            )),
+            _ => None,
+        };
+        if let Some(why) = over {
+            let result = AgentResult {
+                end: End::Budget,
+                provider: spec.provider.clone(),
+                session_id: None,
+                resumed: None,
+                turns: None,
+                cost_usd: None,
+                text: String::new(),
+                structured: None,
+                worktree: None,
+                patch: None,
+                error: Some(why.clone()),
+                usage: Value::Null,
+                transcript: Value::Null,
+                duration_ms: 0,
+            };
+            return Err(Failure {
+                reason: format!("agent {} ended budget: {why}", spec.provider),
+                value: result.to_json(),
+            });
+        }
+        if let Some(budget) = spec.job_budget_turns {
+            let left = u32::try_from(budget - spent.1).unwrap_or(u32::MAX);
+            spec.max_turns = Some(spec.max_turns.map_or(left, |own| own.min(left)));
+        }
         let repo = match &spec.repo {
             Some(dir) => {
                 let dir = PathBuf::from(dir);
@@ -201,6 +242,22 @@ impl Agents {
             error = Some(format!(
                 "it cost ${cost:.4}, over its budget of ${budget:.4}"
             ));
+        }
+        ledger.record(
+            &ctx.effect.key,
+            summary.cost_usd.unwrap_or(0.0),
+            summary.turns.unwrap_or(0),
+        );
+        if end == End::Success
+            && let Some(budget) = spec.job_budget_usd
+        {
+            let total = spent.0 + summary.cost_usd.unwrap_or(0.0);
+            if total > budget {
+                end = End::Budget;
+                error = Some(format!(
+                    "the job has now spent ${total:.4}, over its budget of ${budget:.4}"
+                ));
+            }
         }
         let mut structured = None;
         if let Some(schema) = &spec.schema
@@ -544,6 +601,71 @@ impl Agents {
     }
 }
 
+/// What one job's agent runs have spent, by effect key, in `DATA/agents/jobs/<job>.json`
+/// (written whole and renamed, so a crash leaves the old or the new).
+struct Ledger {
+    path: PathBuf,
+}
+
+impl Ledger {
+    fn of(data: &Path, job: &str) -> Ledger {
+        let name: String = job
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Ledger {
+            path: data
+                .join("agents")
+                .join("jobs")
+                .join(format!("{name}.json")),
+        }
+    }
+
+    fn read(&self) -> serde_json::Map<String, Value> {
+        std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| v.get("runs").and_then(Value::as_object).cloned())
+            .unwrap_or_default()
+    }
+
+    /// (dollars, turns) spent by the job's other runs.
+    fn spent_except(&self, key: &str) -> (f64, u64) {
+        self.read().iter().filter(|(k, _)| k.as_str() != key).fold(
+            (0.0, 0),
+            |(usd, turns), (_, run)| {
+                (
+                    usd + run["cost_usd"].as_f64().unwrap_or(0.0),
+                    turns + run["turns"].as_u64().unwrap_or(0),
+                )
+            },
+        )
+    }
+
+    fn record(&self, key: &str, cost_usd: f64, turns: u64) {
+        let mut runs = self.read();
+        runs.insert(
+            key.to_owned(),
+            json!({"cost_usd": cost_usd, "turns": turns}),
+        );
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let fresh = self.path.with_extension("json.new");
+        let written = std::fs::write(&fresh, json!({"runs": runs}).to_string())
+            .and_then(|()| std::fs::rename(&fresh, &self.path));
+        if let Err(err) = written {
+            tracing::warn!(path = %self.path.display(), %err, "the job's agent spending was not recorded");
+        }
+    }
+}
+
 /// What running the program gave.
 struct Ran {
     summary: RunSummary,
@@ -627,7 +749,9 @@ async fn read_stream(
                         && saved_session.as_deref() != Some(session)
                     {
                         let record = json!({"provider": provider, "session_id": session});
-                        let _ = tokio::fs::write(path.with_file_name(SESSION_FILE), record.to_string()).await;
+                        let _ =
+                            tokio::fs::write(path.with_file_name(SESSION_FILE), record.to_string())
+                                .await;
                         saved_session = Some(session.to_owned());
                     }
                 }
