@@ -279,7 +279,14 @@ pub fn remove_worktree(found: &Found, reference: &str) -> Result<Option<String>,
         git(repo, &["worktree", "remove", "--force", &path], &[])?;
     }
     let _ = std::fs::remove_dir_all(&found.path);
-    for ext in ["repo", "base", "index"] {
+    for ext in [
+        "repo",
+        "base",
+        "index",
+        "exclude",
+        "env.json",
+        "provisioned",
+    ] {
         let _ = std::fs::remove_file(found.path.with_extension(ext));
     }
     if let Some(repo) = &found.repo {
@@ -309,7 +316,16 @@ pub fn snapshot(worktree: &Worktree, reference: &str, message: &str) -> Result<S
     let env = [("GIT_INDEX_FILE", index_text.as_str())];
     // Start the private index from the base, then record every file as it is now.
     git(&worktree.path, &["read-tree", &worktree.base], &env)?;
-    git(&worktree.path, &["add", "-A", "--", "."], &env)?;
+    // Paths the worktree's setup copied or linked in are the checkout's, not the run's.
+    let excluded: Vec<String> = std::fs::read_to_string(worktree.path.with_extension("exclude"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!(":(exclude,literal){}", l.trim()))
+        .collect();
+    let mut add = vec!["add", "-A", "--", "."];
+    add.extend(excluded.iter().map(String::as_str));
+    git(&worktree.path, &add, &env)?;
     let tree = git(&worktree.path, &["write-tree"], &env)?
         .trim()
         .to_owned();

@@ -12,6 +12,7 @@
 //! - [`merge`]: the merge queue's road from a stored patch to a branch.
 //! - [`patches`]: the stored patches (list, show, land), shared by the CLI and MCP.
 //! - [`install`]: the adoption block for AGENTS.md / CLAUDE.md.
+//! - [`provision`]: a repo's declarative worktree setup (copy, link, env, setup, smoke).
 //!
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
@@ -24,6 +25,7 @@ pub mod git;
 pub mod install;
 pub mod merge;
 pub mod patches;
+pub mod provision;
 pub mod secrets;
 pub mod spec;
 

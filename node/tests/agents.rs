@@ -749,3 +749,72 @@ fn a_jobs_budget_bounds_its_runs_together() {
     assert_eq!(refused.code, 2, "{}", refused.stdout);
     assert!(refused.stdout.contains("budget.usd") || refused.stderr.contains("budget.usd"));
 }
+
+/// A repo's `worktree:` setup in palm.yaml: files copied, directories linked, a unique
+/// port for each job's worktree, `setup` and `smoke` run once; a failing smoke ends the
+/// run as `error` before the agent starts.
+#[test]
+fn worktrees_are_set_up_as_their_repo_declares() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    std::fs::write(repo.path().join(".env"), "SECRET_SAUCE=1\n").expect("env");
+    std::fs::create_dir(repo.path().join("deps")).expect("deps");
+    std::fs::write(repo.path().join("deps/lib.txt"), "shared\n").expect("dep");
+    let checkout_path = repo.path().canonicalize().expect("canonical");
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        format!(
+            "repos:\n  {}:\n    worktree:\n      copy: [.env]\n      link: [deps]\n      env: {{PORT: auto, APP_ENV: test}}\n      setup: \"echo set-up >> setup.log\"\n      smoke: \"test -f .env && test -f deps/lib.txt\"\n",
+            checkout_path.display()
+        ),
+    )
+    .expect("config");
+    let mut ports = Vec::new();
+    for _ in 0..2 {
+        let (code, ran) = env.run(data.path(), repo.path(), &["claude", "EDIT a.txt x"]);
+        assert_eq!(code, 0, "{ran}");
+        let tree = PathBuf::from(ran["result"]["worktree"].as_str().expect("worktree"));
+        assert_eq!(
+            std::fs::read_to_string(tree.join(".env")).expect("copied"),
+            "SECRET_SAUCE=1\n"
+        );
+        assert!(
+            tree.join("deps")
+                .symlink_metadata()
+                .expect("linked")
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.join("setup.log")).expect("setup ran"),
+            "set-up\n"
+        );
+        ports.push(std::fs::read_to_string(tree.with_extension("env.json")).expect("env"));
+        // The patch is the run's work: what setup copied or linked in is left out.
+        let files = ran["result"]["patch"]["files"].to_string();
+        assert!(
+            files.contains("a.txt") && !files.contains(".env") && !files.contains("deps"),
+            "{files}"
+        );
+    }
+    assert_ne!(
+        ports[0], ports[1],
+        "each worktree has its own port: {ports:?}"
+    );
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        format!(
+            "repos:\n  {}:\n    worktree:\n      smoke: \"echo the database is down >&2; exit 7\"\n",
+            checkout_path.display()
+        ),
+    )
+    .expect("config");
+    let (code, failed) = env.run(data.path(), repo.path(), &["claude", "EDIT a.txt y"]);
+    assert_eq!((code, end(&failed)), (3, "error"), "{failed}");
+    let error = failed["result"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("smoke") && error.contains("exit 7: the database is down"),
+        "{error}"
+    );
+}

@@ -433,7 +433,7 @@ fn file_kv_and_palm_providers() {
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    assert_eq!(names, ["file", "http", "kv", "palm"]);
+    assert_eq!(names, ["agent", "file", "http", "kv", "palm"]);
 }
 
 /// `palm emit NAME --payload JSON` (the documented command line) starts the flow with
@@ -615,7 +615,7 @@ fn declared_providers_run_programs_and_reach_endpoints() {
     assert_eq!(
         names,
         [
-            "broken", "echo", "file", "http", "kv", "palm", "slow", "upper"
+            "agent", "broken", "echo", "file", "http", "kv", "palm", "slow", "upper"
         ]
     );
     let upper = listed.iter().find(|p| p["name"] == "upper").expect("upper");

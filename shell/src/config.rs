@@ -108,6 +108,114 @@ fn retention(
     Ok(kept)
 }
 
+/// `repos: {PATH: {worktree: {copy, link, env, setup, smoke}}}`: how a job's worktree of
+/// that checkout is set up (`palm_agents::provision`).
+fn repo_setup(
+    path: &palm_actors::definition::yaml::Spanned,
+    settings: &palm_actors::definition::yaml::Spanned,
+) -> Result<(PathBuf, palm_agents::provision::Provision), (palm_actors::definition::Span, String)> {
+    let text = path.as_str().unwrap_or_default();
+    let dir = PathBuf::from(text);
+    if !dir.is_absolute() {
+        return Err((
+            path.span,
+            format!("`repos` keys are absolute checkout paths, not `{text}`"),
+        ));
+    }
+    let worktree = match &settings.value {
+        Value::Map(fields) => {
+            for (field, _) in fields {
+                if field.as_str() != Some("worktree") {
+                    return Err((
+                        field.span,
+                        format!(
+                            "unknown key `repos.{text}.{}`; known: worktree",
+                            field.as_str().unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
+            settings.get("worktree")
+        }
+        _ => None,
+    };
+    let Some(worktree) = worktree else {
+        return Err((
+            settings.span,
+            format!("`repos.{text}` needs `worktree: {{copy, link, env, setup, smoke}}`"),
+        ));
+    };
+    let Value::Map(fields) = &worktree.value else {
+        return Err((worktree.span, "`worktree` must be a mapping".into()));
+    };
+    let mut provision = palm_agents::provision::Provision::default();
+    let list = |v: &palm_actors::definition::yaml::Spanned,
+                what: &str|
+     -> Result<Vec<String>, (palm_actors::definition::Span, String)> {
+        match &v.value {
+            Value::Seq(items) => items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_owned)
+                        .ok_or((i.span, format!("`{what}` items must be paths")))
+                })
+                .collect(),
+            _ => Err((v.span, format!("`{what}` must be a list of paths"))),
+        }
+    };
+    for (field, value) in fields {
+        match field.as_str().unwrap_or_default() {
+            "copy" => provision.copy = list(value, "copy")?,
+            "link" => provision.link = list(value, "link")?,
+            "env" => {
+                let Value::Map(entries) = &value.value else {
+                    return Err((
+                        value.span,
+                        "`env` must be a mapping of names to values (`auto` for a free port)"
+                            .into(),
+                    ));
+                };
+                for (key, v) in entries {
+                    let v = match &v.value {
+                        Value::String(s) => s.clone(),
+                        Value::Int(i) => i.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        _ => return Err((v.span, "`env` values must be strings".into())),
+                    };
+                    provision
+                        .env
+                        .insert(key.as_str().unwrap_or_default().to_owned(), v);
+                }
+            }
+            "setup" => {
+                provision.setup = Some(
+                    value
+                        .as_str()
+                        .ok_or((value.span, "`setup` must be a shell command".to_owned()))?
+                        .to_owned(),
+                )
+            }
+            "smoke" => {
+                provision.smoke = Some(
+                    value
+                        .as_str()
+                        .ok_or((value.span, "`smoke` must be a shell command".to_owned()))?
+                        .to_owned(),
+                )
+            }
+            other => {
+                return Err((
+                    field.span,
+                    format!("unknown key `worktree.{other}`; known: copy, link, env, setup, smoke"),
+                ));
+            }
+        }
+    }
+    provision.check().map_err(|m| (worktree.span, m))?;
+    Ok((dir, provision))
+}
+
 /// `agents: {NAME: {command: [PROGRAM, ARG..], env: {..}, timeout: DURATION}}`: an agent
 /// CLI an `agent` leaf can name as its provider (`palm_agents::custom` has the contract).
 fn declared_agent(
@@ -509,6 +617,19 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 Value::Int(n) if n >= 500 => config.lease_ms = Some(n as u64),
                 _ => return Err(at(value.span, "`lease_ms` must be an integer ≥ 500".into())),
             },
+            "repos" => {
+                let Value::Map(repos) = &value.value else {
+                    return Err(at(
+                        value.span,
+                        "`repos` must be a mapping of checkout paths to `{worktree: {...}}`".into(),
+                    ));
+                };
+                for (path, settings) in repos {
+                    let (dir, provision) =
+                        repo_setup(path, settings).map_err(|(span, m)| at(span, m))?;
+                    config.providers.repos.insert(dir, provision);
+                }
+            }
             "agents" => {
                 let Value::Map(agents) = &value.value else {
                     return Err(at(
@@ -573,7 +694,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 return Err(at(
                     key.span,
                     format!(
-                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, lease_ms, retention"
+                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention"
                     ),
                 ));
             }
@@ -619,7 +740,7 @@ mod tests {
         let err = parse("name: box\nseets: 3\n", "palm.yaml").unwrap_err();
         assert_eq!(
             err.message,
-            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, lease_ms, retention"
+            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention"
         );
         assert!(parse("seats: 0\n", "palm.yaml").is_err());
         let config = parse(
@@ -688,6 +809,34 @@ mod tests {
         assert!(
             refused("providers:\n  t: {command: [x], colour: red}\n")
                 .contains("unknown key `providers.t.colour`")
+        );
+    }
+
+    #[test]
+    fn repos_and_agents_are_read_and_checked_with_their_line() {
+        let config = parse(
+            "agents:\n  aider:\n    command: [aider, --yes]\n    timeout: 20m\nrepos:\n  /srv/app:\n    worktree:\n      copy: [.env]\n      env: {PORT: auto}\n      setup: make deps\n",
+            "palm.yaml",
+        )
+        .map_err(|e| e.message)
+        .unwrap();
+        assert_eq!(config.providers.agents[0].timeout_ms, Some(20 * 60_000));
+        let setup = &config.providers.repos[&PathBuf::from("/srv/app")];
+        assert_eq!(
+            (setup.copy.len(), setup.setup.as_deref()),
+            (1, Some("make deps"))
+        );
+        let refused = |yaml: &str| parse(yaml, "palm.yaml").unwrap_err().message;
+        assert!(refused("agents:\n  claude:\n    command: [x]\n").contains("built-in"));
+        assert!(refused("agents:\n  a: {env: {}}\n").contains("needs `command"));
+        assert!(refused("repos:\n  app:\n    worktree: {}\n").contains("absolute"));
+        assert!(
+            refused("repos:\n  /a:\n    worktree:\n      copy: [../x]\n")
+                .contains("inside the checkout")
+        );
+        assert!(
+            refused("repos:\n  /a:\n    worktree:\n      run: x\n")
+                .starts_with("palm.yaml:4:7: unknown key `worktree.run`")
         );
     }
 }

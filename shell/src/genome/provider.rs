@@ -67,6 +67,8 @@ pub struct ProviderSettings {
     pub declared: Vec<DeclaredProvider>,
     /// Agent CLIs declared under `agents:` in `palm.yaml`.
     pub agents: Vec<DeclaredAgent>,
+    /// Worktree setup per repo (`repos: {PATH: {worktree: ...}}` in `palm.yaml`).
+    pub repos: BTreeMap<PathBuf, palm_agents::provision::Provision>,
 }
 
 /// An agent CLI declared under `agents:` (`palm_agents::custom` has its contract).

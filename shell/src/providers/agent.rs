@@ -28,6 +28,7 @@ use crate::genome::gated::{self, Program, open_gate, read_tail, stop_group};
 use crate::genome::provider::DeclaredAgent;
 use palm_agents::custom::{self, Exit};
 use palm_agents::git::{self, Worktree};
+use palm_agents::provision::{self, Provision};
 use palm_agents::secrets;
 use palm_agents::{AgentResult, AgentSpec, End, Mode, RunSummary};
 use serde_json::{Value, json};
@@ -58,13 +59,19 @@ const DRAIN_AFTER_EXIT_MS: u64 = 200;
 pub struct Agents {
     data: PathBuf,
     declared: HashMap<String, DeclaredAgent>,
+    /// Worktree setup by checkout (canonical paths).
+    repos: HashMap<PathBuf, Provision>,
     /// One run at a time in a worktree: a job's parallel branches on one repo queue here.
     held: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Agents {
     /// The provider for a node on `data`, with the agent CLIs it declares.
-    pub fn new(data: &Path, declared: &[DeclaredAgent]) -> Agents {
+    pub fn new(
+        data: &Path,
+        declared: &[DeclaredAgent],
+        repos: &std::collections::BTreeMap<PathBuf, Provision>,
+    ) -> Agents {
         // Worktree paths are handed to git running in other directories: absolute.
         let data = if data.is_absolute() {
             data.to_owned()
@@ -76,6 +83,15 @@ impl Agents {
             declared: declared
                 .iter()
                 .map(|d| (d.name.clone(), d.clone()))
+                .collect(),
+            repos: repos
+                .iter()
+                .map(|(dir, p)| {
+                    (
+                        std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()),
+                        p.clone(),
+                    )
+                })
                 .collect(),
             held: Mutex::new(HashMap::new()),
         }
@@ -122,26 +138,7 @@ impl Agents {
             _ => None,
         };
         if let Some(why) = over {
-            let result = AgentResult {
-                end: End::Budget,
-                provider: spec.provider.clone(),
-                session_id: None,
-                resumed: None,
-                turns: None,
-                cost_usd: None,
-                text: String::new(),
-                structured: None,
-                worktree: None,
-                patch: None,
-                error: Some(why.clone()),
-                usage: Value::Null,
-                transcript: Value::Null,
-                duration_ms: 0,
-            };
-            return Err(Failure {
-                reason: format!("agent {} ended budget: {why}", spec.provider),
-                value: result.to_json(),
-            });
+            return Err(ended_before_running(&spec, End::Budget, why, None, started));
         }
         if let Some(budget) = spec.job_budget_turns {
             let left = u32::try_from(budget - spent.1).unwrap_or(u32::MAX);
@@ -216,6 +213,25 @@ impl Agents {
         };
         let lock = self.lock_for(&workdir);
         let _held = lock.lock().await;
+        if let Some(tree) = &worktree {
+            let checkout = std::fs::canonicalize(&tree.repo).unwrap_or_else(|_| tree.repo.clone());
+            if let Some(setup) = self.repos.get(&checkout)
+                && !provision::marker(&tree.path).exists()
+                && let Err(why) = self.provision(ctx, setup, &checkout, tree).await
+            {
+                return Err(ended_before_running(
+                    &spec,
+                    End::Error,
+                    why,
+                    Some(&tree.path),
+                    started,
+                ));
+            }
+        }
+        let tree_env = worktree
+            .as_ref()
+            .map(|t| provision::env_of(&t.path))
+            .unwrap_or_default();
         let tag = git::content_id(ctx.effect.key.as_bytes());
         let before = match &worktree {
             Some(tree) => Some(
@@ -229,7 +245,7 @@ impl Agents {
             None => None,
         };
         let ran = self
-            .execute(ctx, &spec, declared.as_ref(), &workdir, &run_dir)
+            .execute(ctx, &spec, declared.as_ref(), &workdir, &run_dir, &tree_env)
             .await?;
         let mut summary = ran.summary;
         let mut end = ran.end;
@@ -338,6 +354,7 @@ impl Agents {
         declared: Option<&DeclaredAgent>,
         workdir: &Path,
         run_dir: &Path,
+        tree_env: &std::collections::BTreeMap<String, String>,
     ) -> Result<Ran, Failure> {
         let workdir_text = workdir.display().to_string();
         let prompt_file = run_dir.join("prompt.txt");
@@ -419,6 +436,7 @@ impl Agents {
                 Vec::new(),
             ),
         };
+        env.extend(tree_env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.push(("PALM_JOB_ID".into(), ctx.effect.job.clone()));
         env.push(("PALM_EFFECT_KEY".into(), ctx.effect.key.clone()));
         env.push(("PALM_NODE_NAME".into(), ctx.genome.info.name.clone()));
@@ -537,6 +555,36 @@ impl Agents {
         })
     }
 
+    /// Sets up a new worktree as its repo's `worktree:` says: copies, links, the
+    /// environment, then `setup` and `smoke` (each under the effect gate, bounded).
+    async fn provision(
+        &self,
+        ctx: &CallContext<'_>,
+        setup: &Provision,
+        checkout: &Path,
+        tree: &Worktree,
+    ) -> Result<(), String> {
+        let (plan, from, path, root) = (
+            setup.clone(),
+            checkout.to_owned(),
+            tree.path.clone(),
+            self.data.join("worktrees"),
+        );
+        let env =
+            tokio::task::spawn_blocking(move || provision::prepare(&plan, &from, &path, &root))
+                .await
+                .map_err(|e| e.to_string())??;
+        for (what, command) in [("setup", &setup.setup), ("smoke", &setup.smoke)] {
+            if let Some(command) = command {
+                run_shell(ctx, command, &tree.path, &env, SETUP_TIMEOUT_MS)
+                    .await
+                    .map_err(|why| format!("worktree {what} `{command}` failed: {why}"))?;
+            }
+        }
+        std::fs::write(provision::marker(&tree.path), b"")
+            .map_err(|e| format!("worktree setup: {e}"))
+    }
+
     /// Stores the job's cumulative patch (base to `tree`) and answers its description.
     async fn store_patch(
         &self,
@@ -599,6 +647,102 @@ impl Agents {
             "findings": meta["findings"],
         }))
     }
+}
+
+/// The failure of a run that ended before its program started (over the job's budget, a
+/// worktree whose setup failed): the saved result says which end and why.
+fn ended_before_running(
+    spec: &AgentSpec,
+    end: End,
+    why: String,
+    worktree: Option<&Path>,
+    started: Instant,
+) -> Failure {
+    let result = AgentResult {
+        end,
+        provider: spec.provider.clone(),
+        session_id: None,
+        resumed: None,
+        turns: None,
+        cost_usd: None,
+        text: String::new(),
+        structured: None,
+        worktree: worktree.map(|p| p.display().to_string()),
+        patch: None,
+        error: Some(why.clone()),
+        usage: Value::Null,
+        transcript: Value::Null,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    Failure {
+        reason: format!("agent {} ended {}: {why}", spec.provider, end.as_str()),
+        value: result.to_json(),
+    }
+}
+
+/// The longest a worktree's `setup` or `smoke` may take.
+const SETUP_TIMEOUT_MS: u64 = 20 * 60 * 1000;
+
+/// Runs `sh -c COMMAND` in `dir` under the effect gate; `Err` says how it failed.
+async fn run_shell(
+    ctx: &CallContext<'_>,
+    command: &str,
+    dir: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    timeout_ms: u64,
+) -> Result<(), String> {
+    let mut process = gated::command(&Program::Shell(command));
+    process
+        .current_dir(dir)
+        .envs(env)
+        .env("PALM_JOB_ID", &ctx.effect.job)
+        .env("PALM_EFFECT_KEY", &ctx.effect.key);
+    let mut child = process
+        .spawn()
+        .map_err(|e| format!("cannot start sh: {e}"))?;
+    let pgid = child.id();
+    let Some(recorded) = open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, b"").await
+    else {
+        stop_group(&mut child, pgid).await;
+        return Err("not started (the effect is no longer this node's)".into());
+    };
+    let guard = KillGroupOnDrop(pgid);
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(read_tail(err, 8 * 1024)));
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| tokio::spawn(read_tail(out, 8 * 1024)));
+    let status = match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
+        Ok(status) => status.map_err(|e| e.to_string())?,
+        Err(_) => {
+            stop_group(&mut child, pgid).await;
+            gated::abort(stdout, stderr);
+            return Err(format!("timed out after {timeout_ms} ms"));
+        }
+    };
+    drop(guard);
+    drop(recorded);
+    let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
+    let _ = gated::collect(stdout, drain).await;
+    let stderr = gated::collect(stderr, drain).await;
+    if status.success() {
+        return Ok(());
+    }
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    Err(match status.code() {
+        Some(code) if last.is_empty() => format!("exit {code}"),
+        Some(code) => format!("exit {code}: {last}"),
+        None => "killed by a signal".to_owned(),
+    })
 }
 
 /// What one job's agent runs have spent, by effect key, in `DATA/agents/jobs/<job>.json`

@@ -36,7 +36,11 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
     )));
     registry.register(Arc::new(kv::Kv));
     registry.register(Arc::new(palm::Palm));
-    registry.register(Arc::new(agent::Agents::new(data, &settings.agents)));
+    registry.register(Arc::new(agent::Agents::new(
+        data,
+        &settings.agents,
+        &settings.repos,
+    )));
     for spec in &settings.declared {
         match declared::Declared::new(spec.clone(), data, http.clone()) {
             Ok(provider) => registry.register(Arc::new(provider)),
