@@ -357,6 +357,67 @@ pub fn print_inspect(out: &Output, inspect: &Value) {
         println!("tree");
         print_tree(out, tree, "", true, true);
     }
+    print_agent_runs(out, inspect);
+}
+
+/// Lines of each agent run's transcript shown by `palm inspect`.
+const TRANSCRIPT_TAIL_LINES: usize = 5;
+
+/// The agent runs among a job's completed effects: how each ended, its session, its
+/// transcript (where it is kept, and its last lines).
+fn print_agent_runs(out: &Output, inspect: &Value) {
+    let runs: Vec<(String, Value)> = inspect["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["kind"] == "effect_completed")
+        .filter_map(|e| {
+            let value = &e["outcome"]["call"]["value"];
+            (value["transcript"].is_object() && value["end"].is_string())
+                .then(|| (text(e, "key"), value.clone()))
+        })
+        .collect();
+    if runs.is_empty() {
+        return;
+    }
+    println!("agent runs");
+    for (key, run) in runs {
+        let end = text(&run, "end");
+        let end = if end == "success" {
+            out.green(&end)
+        } else {
+            out.red(&end)
+        };
+        println!(
+            "  {}  {} {}  session {}",
+            key,
+            text(&run, "provider"),
+            end,
+            text(&run, "session_id")
+        );
+        let transcript = &run["transcript"];
+        let path = text(transcript, "path");
+        println!(
+            "    {}",
+            out.dim(&format!(
+                "transcript {path} ({} lines, {} bytes{})",
+                text(transcript, "lines"),
+                text(transcript, "bytes"),
+                if transcript["truncated"] == true {
+                    ", truncated"
+                } else {
+                    ""
+                }
+            ))
+        );
+        if let Ok(kept) = std::fs::read_to_string(&path) {
+            let lines: Vec<&str> = kept.lines().collect();
+            for line in &lines[lines.len().saturating_sub(TRANSCRIPT_TAIL_LINES)..] {
+                let shown: String = line.chars().take(160).collect();
+                println!("    {}", out.dim(&shown));
+            }
+        }
+    }
 }
 
 /// `palm vitality`.
