@@ -818,3 +818,55 @@ fn worktrees_are_set_up_as_their_repo_declares() {
         "{error}"
     );
 }
+
+/// `patches: apply_on_success`: when the job succeeds its patch lands on the checkout's
+/// branch through the merge queue; a job that fails leaves its patch for review.
+#[test]
+fn a_succeeding_job_lands_its_patch_when_its_flow_says_so() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let repo_text = repo.path().display().to_string();
+    let flow = |name: &str, then: &str| {
+        format!(
+            "name: {name}\npatches: apply_on_success\ntree:\n  sequence:\n    - agent: {{ provider: claude, prompt: \"EDIT {name}.txt done\", repo: \"{repo_text}\" }}\n    - {then}\n"
+        )
+    };
+    let good = data.path().join("good.yaml");
+    std::fs::write(&good, flow("good", "succeed: {}")).expect("flow");
+    let ran = palm_env(
+        data.path(),
+        &["run", &good.display().to_string(), "--json"],
+        &env.vars(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        eventually(Duration::from_secs(10), || repo
+            .path()
+            .join("good.txt")
+            .exists()),
+        "the patch landed on the checkout"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("good.txt")).expect("read"),
+        "done\n"
+    );
+
+    let bad = data.path().join("bad.yaml");
+    std::fs::write(&bad, flow("bad", "fail: \"tests are red\"")).expect("flow");
+    let ran = palm_env(
+        data.path(),
+        &["run", &bad.display().to_string(), "--json"],
+        &env.vars(),
+    );
+    assert_eq!(ran.code, 3, "{}", ran.stdout);
+    let listed = palm_env(data.path(), &["patches", "list", "--json"], &[]).json();
+    let statuses: Vec<&str> = listed["patches"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["pending", "applied"], "newest first: {listed}");
+    assert!(!repo.path().join("bad.txt").exists());
+}

@@ -72,8 +72,20 @@ pub struct Definition {
     pub places: Vec<crate::place::PlaceSpec>,
     /// `on:` triggers: events that start a job of this flow.
     pub interests: Vec<crate::interest::InterestSpec>,
+    /// What becomes of the patches its agent runs leave (`patches:`).
+    pub patches: PatchPolicy,
     /// Where the source came from (a path or `<inline>`).
     pub origin: String,
+}
+
+/// `patches: review | apply_on_success`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PatchPolicy {
+    /// Patches wait for a person (`palm patches apply`).
+    #[default]
+    Review,
+    /// When the job succeeds, its latest patch per repo goes through the merge queue.
+    ApplyOnSuccess,
 }
 
 /// One declared input.

@@ -44,6 +44,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "places",
     "on",
     "budget",
+    "patches",
     "tree",
 ];
 
@@ -526,6 +527,21 @@ impl Parser {
             },
             None => Vec::new(),
         };
+        let patches = match options.get("patches") {
+            None => super::PatchPolicy::Review,
+            Some(node) => match node.as_str() {
+                Some("review") => super::PatchPolicy::Review,
+                Some("apply_on_success") => super::PatchPolicy::ApplyOnSuccess,
+                _ => {
+                    self.error(
+                        node.span,
+                        format!("`patches` must be review or apply_on_success, found {}", describe(node)),
+                        Some("review (the default) leaves patches for `palm patches apply`; apply_on_success lands them when the job succeeds".to_owned()),
+                    );
+                    super::PatchPolicy::Review
+                }
+            },
+        };
         Some(Definition {
             name: name?,
             description,
@@ -533,6 +549,7 @@ impl Parser {
             tree: tree?,
             places,
             interests,
+            patches,
             origin: self.origin.clone(),
         })
     }

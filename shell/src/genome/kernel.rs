@@ -515,6 +515,20 @@ impl KernelState {
                     if status.is_terminal() {
                         places.push(PlacesMsg::JobEnded { job: job.clone() });
                     }
+                    if status == palm_actors::job::JobStatus::Succeeded
+                        && self.applies_patches(&job)
+                    {
+                        // Once the success is durable: the merge queue runs git, off
+                        // the kernel's thread.
+                        let data = self.genome.info.data.clone();
+                        let job = job.clone();
+                        self.host.attach(
+                            seal.seq,
+                            Box::new(move || {
+                                tokio::task::spawn_blocking(move || apply_patches(&data, &job));
+                            }),
+                        );
+                    }
                     if settled(status)
                         && let Some(watchers) = self.watchers.remove(&job)
                     {
@@ -548,6 +562,16 @@ impl KernelState {
             cancels,
             places,
         }
+    }
+
+    /// True when `job`'s flow says `patches: apply_on_success`.
+    fn applies_patches(&self, job: &str) -> bool {
+        let path = &self.desk.path;
+        path.job_core(job)
+            .and_then(|core| path.definition(core.flow(), Some(core.revision())))
+            .is_some_and(|stored| {
+                stored.definition.patches == palm_actors::definition::PatchPolicy::ApplyOnSuccess
+            })
     }
 
     /// Commits a sealed batch on a blocking thread; the kernel hears `Committed` after
@@ -643,5 +667,35 @@ fn complete(genome: &Genome, sealed: Sealed) {
     }
     for reply in sealed.replies {
         reply();
+    }
+}
+
+/// `patches: apply_on_success`: a succeeded job's latest pending patch per repo goes
+/// through the merge queue; a conflict or a refusal is logged and left for a person
+/// (`palm patches list` shows its status).
+fn apply_patches(data: &std::path::Path, job: &str) {
+    let patches = palm_agents::patches::Patches::new(data);
+    let listed = match patches.list(Some(job)) {
+        Ok(listed) => listed,
+        Err(err) => {
+            warn!(job, %err, "cannot list the job's patches");
+            return;
+        }
+    };
+    // Newest first, and a job's patch is cumulative: the first per repo holds it all.
+    let mut seen = std::collections::BTreeSet::new();
+    for patch in listed {
+        let repo = patch["repo"].as_str().unwrap_or_default().to_owned();
+        if !seen.insert(repo) || patch["status"] != "pending" {
+            continue;
+        }
+        let id = patch["id"].as_str().unwrap_or_default();
+        match patches.land(id, None, false, super::now_ms()) {
+            Ok(answer) if answer["status"] == "applied" => {
+                tracing::info!(job, patch = id, branch = %answer["branch"], "patch applied on success");
+            }
+            Ok(answer) => warn!(job, patch = id, conflicts = %answer["conflicts"], "patch conflicts; left for review"),
+            Err(err) => warn!(job, patch = id, %err, "patch not applied"),
+        }
     }
 }
