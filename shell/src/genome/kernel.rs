@@ -694,7 +694,9 @@ fn apply_patches(data: &std::path::Path, job: &str) {
             Ok(answer) if answer["status"] == "applied" => {
                 tracing::info!(job, patch = id, branch = %answer["branch"], "patch applied on success");
             }
-            Ok(answer) => warn!(job, patch = id, conflicts = %answer["conflicts"], "patch conflicts; left for review"),
+            Ok(answer) => {
+                warn!(job, patch = id, conflicts = %answer["conflicts"], "patch conflicts; left for review")
+            }
             Err(err) => warn!(job, patch = id, %err, "patch not applied"),
         }
     }
