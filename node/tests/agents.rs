@@ -870,3 +870,46 @@ fn a_succeeding_job_lands_its_patch_when_its_flow_says_so() {
     assert_eq!(statuses, ["pending", "applied"], "newest first: {listed}");
     assert!(!repo.path().join("bad.txt").exists());
 }
+
+/// At boot, a worktree whose job the store never had (here: the store was reset) is an
+/// orphan: its state is saved on `refs/palm/saved/<job>/orphan`, then it is removed.
+#[test]
+fn orphan_worktrees_are_saved_and_removed_at_boot() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let (code, ran) = env.run(data.path(), repo.path(), &["claude", "EDIT a.txt lost"]);
+    assert_eq!(code, 0, "{ran}");
+    let job = ran["job"].as_str().expect("job").to_owned();
+    let tree = PathBuf::from(ran["result"]["worktree"].as_str().expect("worktree"));
+    std::fs::write(tree.join("unsaved.txt"), "late\n").expect("late edit");
+    std::fs::remove_file(data.path().join("palm.redb")).expect("reset the store");
+    let _up = Up::start_env(data.path(), &[], &env.vars());
+    assert!(
+        eventually(Duration::from_secs(15), || !tree.exists()),
+        "the orphan worktree is removed"
+    );
+    let shown = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["show", &format!("refs/palm/saved/{job}/orphan:unsaved.txt")])
+        .output()
+        .expect("git");
+    assert_eq!(
+        String::from_utf8_lossy(&shown.stdout),
+        "late\n",
+        "saved first"
+    );
+    let listed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["worktree", "list", "--porcelain"])
+        .output()
+        .expect("git");
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout)
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}

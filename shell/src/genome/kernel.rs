@@ -225,6 +225,7 @@ impl Actor for Kernel {
             .places
             .tell(PlacesMsg::ActiveJobs(state.desk.path.active_job_places()));
         genome.set_kernel(Some(myself.clone()));
+        reconcile_worktrees(&state.desk.path, &genome);
         if !genome.info.embedded {
             myself.send_after(Duration::from_millis(COLLECT_FIRST_MS), || {
                 KernelMsg::Collect { cursor: None }
@@ -700,4 +701,35 @@ fn apply_patches(data: &std::path::Path, job: &str) {
             Err(err) => warn!(job, patch = id, %err, "patch not applied"),
         }
     }
+}
+
+/// At boot: the job worktrees under `DATA/worktrees` are reconciled with the store. One
+/// whose job this store never had (a copied data directory, a store reset) is an orphan:
+/// its whole state is saved on `refs/palm/saved/<job>/orphan`, then it is removed. The
+/// others are adopted as they are (`palm worktrees gc` reclaims those of ended jobs),
+/// and git's records of worktrees that are gone are pruned. Off the kernel's thread.
+fn reconcile_worktrees(path: &palm_actors::path::JobPath, genome: &Genome) {
+    let root = genome.info.data.join("worktrees");
+    let found = palm_agents::git::list_worktrees(&root);
+    if found.is_empty() {
+        return;
+    }
+    let orphans: Vec<palm_agents::git::Found> = found
+        .iter()
+        .filter(|tree| matches!(path.record(&*genome.store, &tree.job), Ok(None)))
+        .cloned()
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        for tree in &orphans {
+            let reference = palm_agents::git::saved_ref(&tree.job, "orphan");
+            match palm_agents::git::remove_worktree(tree, &reference) {
+                Ok(saved) => info!(path = %tree.path.display(), saved = ?saved, reference, "orphan worktree saved and removed"),
+                Err(err) => warn!(path = %tree.path.display(), %err, "orphan worktree kept"),
+            }
+        }
+        let repos: std::collections::BTreeSet<_> = found.iter().filter_map(|t| t.repo.clone()).collect();
+        for repo in repos {
+            let _ = palm_agents::git::git(&repo, &["worktree", "prune"], &[]);
+        }
+    });
 }
