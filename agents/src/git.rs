@@ -146,13 +146,22 @@ pub fn ensure_worktree(root: &Path, job: &str, repo: &Path) -> Result<Worktree, 
             base: base.trim().to_owned(),
         });
     }
-    let base = git(repo, &["rev-parse", "--verify", "HEAD^{commit}"], &[])
-        .map_err(|e| GitError {
-            message: format!("{} (the repo needs at least one commit)", e.message),
-            ..e
-        })?
-        .trim()
-        .to_owned();
+    // A worktree that vanished (deleted by hand) comes back at the job's own base, so
+    // its patches stay comparable; a new one starts at the repo's HEAD.
+    let recorded = std::fs::read_to_string(&base_file)
+        .ok()
+        .map(|b| b.trim().to_owned())
+        .filter(|b| git(repo, &["cat-file", "-e", &format!("{b}^{{commit}}")], &[]).is_ok());
+    let base = match recorded {
+        Some(base) => base,
+        None => git(repo, &["rev-parse", "--verify", "HEAD^{commit}"], &[])
+            .map_err(|e| GitError {
+                message: format!("{} (the repo needs at least one commit)", e.message),
+                ..e
+            })?
+            .trim()
+            .to_owned(),
+    };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| GitError {
             command: "worktree add".into(),
