@@ -1,5 +1,6 @@
 //! The BM25 half: a tantivy index with one document per file (path, symbol signatures,
-//! doc comments) and one per commit (subject). Text is split by `CodeTokenizer`, which
+//! doc comments, prose: Markdown paragraphs and module docs) and one per commit
+//! (subject). A hit in prose carries the line of the passage it matched. Text is split by `CodeTokenizer`, which
 //! keeps whole identifiers *and* their snake_case / camelCase parts, so `open_store`,
 //! `openStore`, `open` and `store` all find `fn open_store`.
 
@@ -173,6 +174,9 @@ struct Fields {
     symbol_lines: Field,
     docs: Field,
     docs_preview: Field,
+    prose: Field,
+    prose_preview: Field,
+    prose_lines: Field,
     subject: Field,
     time: Field,
 }
@@ -192,8 +196,11 @@ fn schema() -> (Schema, Fields) {
         symbols: builder.add_text_field("symbols", indexed.clone()),
         symbols_preview: builder.add_text_field("symbols_preview", STORED),
         symbol_lines: builder.add_text_field("symbol_lines", STORED),
-        docs: builder.add_text_field("docs", indexed),
+        docs: builder.add_text_field("docs", indexed.clone()),
         docs_preview: builder.add_text_field("docs_preview", STORED),
+        prose: builder.add_text_field("prose", indexed),
+        prose_preview: builder.add_text_field("prose_preview", STORED),
+        prose_lines: builder.add_text_field("prose_lines", STORED),
         subject: builder.add_text_field("subject", text),
         time: builder.add_i64_field("time", STORED),
     };
@@ -215,6 +222,9 @@ fn fields_of(schema: &Schema) -> Result<Fields, IntelError> {
         symbol_lines: field("symbol_lines")?,
         docs: field("docs")?,
         docs_preview: field("docs_preview")?,
+        prose: field("prose")?,
+        prose_preview: field("prose_preview")?,
+        prose_lines: field("prose_lines")?,
         subject: field("subject")?,
         time: field("time")?,
     })
@@ -372,6 +382,22 @@ fn file_document(fields: &Fields, record: &FileRecord) -> TantivyDocument {
     doc.add_text(fields.symbol_lines, lines);
     doc.add_text(fields.docs_preview, preview(&docs));
     doc.add_text(fields.docs, docs);
+    let mut prose = String::new();
+    let mut prose_lines = String::new();
+    for passage in &record.facts.prose {
+        prose.push_str(&passage.text);
+        prose.push('\n');
+        // One line per passage: its line, then its text on one line (to find which
+        // passage a query matched).
+        prose_lines.push_str(&format!(
+            "{}\t{}\n",
+            passage.line,
+            passage.text.replace('\n', " ")
+        ));
+    }
+    doc.add_text(fields.prose_preview, preview(&prose));
+    doc.add_text(fields.prose, prose);
+    doc.add_text(fields.prose_lines, prose_lines);
     doc
 }
 
@@ -415,6 +441,9 @@ pub struct SearchHit {
     pub snippet: String,
     /// Symbols whose names match a query word (file hits).
     pub symbols: Vec<SymbolHit>,
+    /// The line of the prose passage the query matched (file hits found by their prose).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// Runs a query; hits best first.
@@ -430,7 +459,13 @@ pub fn search(index: &Index, query: &str, limit: usize) -> Result<Vec<SearchHit>
     let searcher = reader.searcher();
     let mut parser = QueryParser::for_index(
         index,
-        vec![fields.path, fields.symbols, fields.docs, fields.subject],
+        vec![
+            fields.path,
+            fields.symbols,
+            fields.docs,
+            fields.prose,
+            fields.subject,
+        ],
     );
     parser.set_field_boost(fields.path, 2.0);
     parser.set_field_boost(fields.symbols, 1.5);
@@ -444,6 +479,7 @@ pub fn search(index: &Index, query: &str, limit: usize) -> Result<Vec<SearchHit>
     for (field, source) in [
         (fields.symbols, fields.symbols_preview),
         (fields.docs, fields.docs_preview),
+        (fields.prose, fields.prose_preview),
         (fields.subject, fields.subject),
         (fields.path, fields.path),
     ] {
@@ -485,6 +521,7 @@ pub fn search(index: &Index, query: &str, limit: usize) -> Result<Vec<SearchHit>
                 score,
                 snippet,
                 symbols: Vec::new(),
+                line: None,
             });
         } else {
             let symbols = text(fields.symbol_lines)
@@ -502,6 +539,14 @@ pub fn search(index: &Index, query: &str, limit: usize) -> Result<Vec<SearchHit>
                     })
                 })
                 .collect();
+            let line = text(fields.prose_lines).lines().find_map(|passage| {
+                let (number, words) = passage.split_once('\t')?;
+                query_tokens(words)
+                    .iter()
+                    .any(|t| wanted.contains(t))
+                    .then(|| number.parse().ok())
+                    .flatten()
+            });
             hits.push(SearchHit {
                 kind,
                 path: Some(text(fields.id)),
@@ -510,6 +555,7 @@ pub fn search(index: &Index, query: &str, limit: usize) -> Result<Vec<SearchHit>
                 score,
                 snippet,
                 symbols,
+                line,
             });
         }
     }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever a stored type changes shape; an index of another format is rebuilt.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Shards of the content half.
 pub const SHARDS: u16 = 64;
 

@@ -6,6 +6,7 @@
 //! written.
 
 mod fallback;
+pub mod prose;
 mod syntax;
 
 use crate::lang::Language;
@@ -152,6 +153,17 @@ pub struct FileFacts {
     pub references_dropped: u32,
     /// True when the grammar reported syntax errors (the facts are best effort).
     pub syntax_errors: bool,
+    /// Prose for people (Markdown paragraphs, module docs), for search.
+    pub prose: Vec<Passage>,
+}
+
+/// A passage of prose and the line it starts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Passage {
+    /// Its first line (from 1).
+    pub line: u32,
+    /// Its text.
+    pub text: String,
 }
 
 /// Reusable per-thread parsing state (one tree-sitter parser per language).
@@ -169,6 +181,12 @@ impl Extractor {
     /// Extracts the facts of a file's text; returns which parser was used. The path
     /// only tells the fallback which flavour of text it reads (Markdown headings).
     pub fn extract(&mut self, language: Language, path: &str, text: &str) -> (Parser, FileFacts) {
+        let (parser, mut facts) = self.facts(language, path, text);
+        facts.prose = prose::passages(language, path, text);
+        (parser, facts)
+    }
+
+    fn facts(&mut self, language: Language, path: &str, text: &str) -> (Parser, FileFacts) {
         let Some(grammar) = language.grammar() else {
             return (Parser::LineBased, fallback::extract(path, text));
         };
