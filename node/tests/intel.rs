@@ -321,7 +321,23 @@ fn fixture_queries_answer_exactly() {
             "tests/shapes_test.rs",
             "commit **Circle** **area** is zero for a zero radius",
             "commit Add the **circle** and the crate",
+            // Found by its prose, with the line of the passage.
+            "README.md",
         ]
+    );
+    let readme = search["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .find(|h| h["path"] == "README.md")
+        .expect("README hit");
+    assert!(readme["line"].as_u64().is_some_and(|l| l >= 1), "{readme}");
+    assert!(
+        readme["snippet"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("**"),
+        "{readme}"
     );
     assert_eq!(
         search["hits"][0]["symbols"],
