@@ -86,6 +86,77 @@ fn store_checks(data: &std::path::Path, checks: &mut Vec<Check>) {
 }
 
 /// Runs every check.
+/// Where `program` is on the PATH (or the path itself, when it names one).
+fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    if program.contains('/') {
+        let path = std::path::PathBuf::from(program);
+        return path.is_file().then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Coding agents: git (worktrees, patches), the agent CLIs (optional: only the runs
+/// that name one need it), and every CLI declared under `agents:` (declared, so needed).
+fn agent_checks(ctx: &Ctx, checks: &mut Vec<Check>) {
+    let git = std::process::Command::new("git").arg("--version").output();
+    checks.push(match git {
+        Ok(out) if out.status.success() => check(
+            "git",
+            true,
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+            None,
+        ),
+        _ => check(
+            "git",
+            false,
+            "`git` is not on the PATH: agent runs need it for worktrees and patches",
+            Some("install git"),
+        ),
+    });
+    for program in palm_agents::spec::BUILTIN_PROVIDERS {
+        let detail = match on_path(program) {
+            Some(path) => format!("{program} at {}", path.display()),
+            None => format!(
+                "{program} is not on the PATH (only agent runs with provider {program} need it)"
+            ),
+        };
+        checks.push(check(
+            if program == "claude" {
+                "agent claude"
+            } else {
+                "agent codex"
+            },
+            true,
+            detail,
+            None,
+        ));
+    }
+    if let Ok(config) = crate::config::load(&ctx.data, None) {
+        for agent in &config.providers.agents {
+            let program = &agent.command[0];
+            checks.push(match on_path(program) {
+                Some(path) => check(
+                    "agent",
+                    true,
+                    format!("{} runs {}", agent.name, path.display()),
+                    None,
+                ),
+                None => check(
+                    "agent",
+                    false,
+                    format!(
+                        "agents.{} runs `{program}`, which is not on the PATH",
+                        agent.name
+                    ),
+                    Some("install it, or give its full path in palm.yaml"),
+                ),
+            });
+        }
+    }
+}
+
 pub async fn run(ctx: &Ctx) -> CliResult {
     let data = &ctx.data;
     let mut checks = Vec::new();
@@ -191,6 +262,8 @@ pub async fn run(ctx: &Ctx) -> CliResult {
         "`sh -c` runs `run` effects",
         Some("install a POSIX shell as `sh` on the PATH"),
     ));
+
+    agent_checks(ctx, &mut checks);
 
     let now = crate::genome::now_ms();
     checks.push(check(
