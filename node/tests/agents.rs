@@ -32,6 +32,16 @@ fn checkout() -> tempfile::TempDir {
     dir
 }
 
+/// Runs git in `dir` (what it printed is the caller's to read).
+fn git_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git")
+}
+
 /// PATH with the doubles first.
 fn path_with_doubles() -> String {
     let doubles = repo().join("node/tests/fixtures/agents");
@@ -558,36 +568,24 @@ fn a_run_interrupted_by_kill_9_resumes_its_session_and_loses_nothing() {
     assert_eq!(status["state"]["run"]["session_id"], resumed.as_str());
     assert_eq!(status["state"]["run"]["resumed"], resumed.as_str());
     // The interrupted attempt's edit was saved before the second attempt ran.
-    let refs = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo.path())
-        .args([
+    let refs = git_in(
+        repo.path(),
+        &[
             "for-each-ref",
             "--format=%(refname)",
             &format!("refs/palm/saved/{job}/"),
-        ])
-        .output()
-        .expect("git");
+        ],
+    );
     let refs = String::from_utf8_lossy(&refs.stdout).into_owned();
     let saved_interrupted = refs.lines().any(|r| {
-        let shown = std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo.path())
-            .args(["show", &format!("{r}:a.txt")])
-            .output()
-            .expect("git");
+        let shown = git_in(repo.path(), &["show", &format!("{r}:a.txt")]);
         String::from_utf8_lossy(&shown.stdout).contains("interrupted")
     });
     assert!(saved_interrupted, "{refs}");
 
     let gc = palm_env(data.path(), &["worktrees", "gc", "--json"], &[]).json();
     assert_eq!(gc["removed"].as_array().map(Vec::len), Some(1), "{gc}");
-    let listed = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo.path())
-        .args(["worktree", "list", "--porcelain"])
-        .output()
-        .expect("git");
+    let listed = git_in(repo.path(), &["worktree", "list", "--porcelain"]);
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
     assert_eq!(
         listed.matches("worktree ").count(),
@@ -889,23 +887,16 @@ fn orphan_worktrees_are_saved_and_removed_at_boot() {
         eventually(Duration::from_secs(15), || !tree.exists()),
         "the orphan worktree is removed"
     );
-    let shown = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo.path())
-        .args(["show", &format!("refs/palm/saved/{job}/orphan:unsaved.txt")])
-        .output()
-        .expect("git");
+    let shown = git_in(
+        repo.path(),
+        &["show", &format!("refs/palm/saved/{job}/orphan:unsaved.txt")],
+    );
     assert_eq!(
         String::from_utf8_lossy(&shown.stdout),
         "late\n",
         "saved first"
     );
-    let listed = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo.path())
-        .args(["worktree", "list", "--porcelain"])
-        .output()
-        .expect("git");
+    let listed = git_in(repo.path(), &["worktree", "list", "--porcelain"]);
     assert_eq!(
         String::from_utf8_lossy(&listed.stdout)
             .matches("worktree ")

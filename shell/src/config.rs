@@ -216,13 +216,12 @@ fn repo_setup(
     Ok((dir, provision))
 }
 
-/// `agents: {NAME: {command: [PROGRAM, ARG..], env: {..}, timeout: DURATION}}`: an agent
-/// CLI an `agent` leaf can name as its provider (`palm_agents::custom` has the contract).
-fn declared_agent(
-    name: &palm_actors::definition::yaml::Spanned,
-    settings: &palm_actors::definition::yaml::Spanned,
-) -> Result<crate::genome::provider::DeclaredAgent, (palm_actors::definition::Span, String)> {
-    use palm_actors::definition::parse_duration_ms;
+/// A declared provider's or agent's name: lowercase letters, digits, `_`, `-`, starting
+/// with a letter, at most [`PROVIDER_NAME_LEN_MAX`].
+fn checked_name<'a>(
+    name: &'a palm_actors::definition::yaml::Spanned,
+    what: &str,
+) -> Result<&'a str, (palm_actors::definition::Span, String)> {
     let text = name.as_str().unwrap_or_default();
     let valid = !text.is_empty()
         && text.len() <= PROVIDER_NAME_LEN_MAX
@@ -230,14 +229,26 @@ fn declared_agent(
         && text
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !valid {
-        return Err((
+    if valid {
+        Ok(text)
+    } else {
+        Err((
             name.span,
             format!(
-                "agent name `{text}` must be lowercase letters, digits, `_` or `-`, starting with a letter"
+                "{what} name `{text}` must be lowercase letters, digits, `_` or `-`, starting with a letter (at most {PROVIDER_NAME_LEN_MAX})"
             ),
-        ));
+        ))
     }
+}
+
+/// `agents: {NAME: {command: [PROGRAM, ARG..], env: {..}, timeout: DURATION}}`: an agent
+/// CLI an `agent` leaf can name as its provider (`palm_agents::custom` has the contract).
+fn declared_agent(
+    name: &palm_actors::definition::yaml::Spanned,
+    settings: &palm_actors::definition::yaml::Spanned,
+) -> Result<crate::genome::provider::DeclaredAgent, (palm_actors::definition::Span, String)> {
+    use palm_actors::definition::parse_duration_ms;
+    let text = checked_name(name, "agent")?;
     if palm_agents::spec::BUILTIN_PROVIDERS.contains(&text) {
         return Err((
             name.span,
@@ -338,21 +349,7 @@ fn declared_provider(
 ) -> Result<crate::genome::provider::DeclaredProvider, (palm_actors::definition::Span, String)> {
     use crate::genome::provider::{DeclaredProvider, DeclaredTarget};
     use palm_actors::definition::parse_duration_ms;
-    let text = name.as_str().unwrap_or_default();
-    let valid = !text.is_empty()
-        && text.len() <= PROVIDER_NAME_LEN_MAX
-        && text.starts_with(|c: char| c.is_ascii_lowercase())
-        && text
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !valid {
-        return Err((
-            name.span,
-            format!(
-                "provider name `{text}` must be lowercase letters, digits, `_` or `-`, starting with a letter (at most {PROVIDER_NAME_LEN_MAX})"
-            ),
-        ));
-    }
+    let text = checked_name(name, "provider")?;
     let Value::Map(fields) = &settings.value else {
         return Err((
             settings.span,
