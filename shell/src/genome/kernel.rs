@@ -723,11 +723,14 @@ fn reconcile_worktrees(path: &palm_actors::path::JobPath, genome: &Genome) {
         for tree in &orphans {
             let reference = palm_agents::git::saved_ref(&tree.job, "orphan");
             match palm_agents::git::remove_worktree(tree, &reference) {
-                Ok(saved) => info!(path = %tree.path.display(), saved = ?saved, reference, "orphan worktree saved and removed"),
+                Ok(saved) => {
+                    info!(path = %tree.path.display(), saved = ?saved, reference, "orphan worktree saved and removed")
+                }
                 Err(err) => warn!(path = %tree.path.display(), %err, "orphan worktree kept"),
             }
         }
-        let repos: std::collections::BTreeSet<_> = found.iter().filter_map(|t| t.repo.clone()).collect();
+        let repos: std::collections::BTreeSet<_> =
+            found.iter().filter_map(|t| t.repo.clone()).collect();
         for repo in repos {
             let _ = palm_agents::git::git(&repo, &["worktree", "prune"], &[]);
         }
