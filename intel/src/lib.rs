@@ -22,6 +22,7 @@ pub mod resolve;
 pub mod risk;
 pub mod search;
 pub mod store;
+mod visible;
 
 pub use error::IntelError;
 pub use index::{IndexReport, NoProgress, Progress};

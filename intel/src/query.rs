@@ -9,6 +9,7 @@ use crate::history::{CoChange, CommitNote, History, HistoryView};
 use crate::lang::Language;
 use crate::risk::{self, RiskAssessment, RiskInputs, RiskReason};
 use crate::store::{ContentTable, FileRecord, Meta};
+use crate::visible::Visibility;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -508,12 +509,10 @@ impl Snapshot {
             .filter(|n| n.chars().count() >= LINK_NAME_CHARS_MIN)
             .filter(|n| declarers.get(n).copied().unwrap_or(0) <= DECLARERS_MAX)
             .collect();
-        // A name links a file only if that file could see the target's declarations: it
-        // is in the target's unit (its crate for Rust, its directory — package, module
-        // directory — elsewhere) or imports something of that unit. C and C++ see
-        // through headers, which this does not follow, so they keep the name rule alone.
-        let mut units: HashMap<String, String> = HashMap::new();
-        let target_unit = self.unit_of(path, target.language, &mut units);
+        // A name links a file only if that file could see the target's declaration of it
+        // (same crate or package, an import into it, a dependency named in a path: the
+        // rule is in `visible.rs`); a word that merely looks like a symbol links nothing.
+        let mut visibility = Visibility::new(&self.root, path, target.language);
         let mut out = Vec::new();
         for record in &self.content.records {
             // A text file that mentions a name (docs, fixtures) does not depend on it.
@@ -532,21 +531,12 @@ impl Snapshot {
                 .iter()
                 .map(|s| s.name.as_str())
                 .collect();
-            let sees = match &target_unit {
-                None => true,
-                Some(unit) => {
-                    self.unit_of(&record.path, record.language, &mut units)
-                        .as_ref()
-                        == Some(unit)
-                        || record.resolved.iter().flatten().any(|import| {
-                            self.unit_of(import, target.language, &mut units).as_ref() == Some(unit)
-                        })
-                }
-            };
-            let names: Vec<String> = if sees {
+            let names: Vec<String> = if visibility.sees(record) {
+                let shadowed = visibility.shadowed(record);
                 linked
                     .iter()
-                    .filter(|n| !own.contains(**n) && record.facts.references.contains_key(**n))
+                    .filter(|n| !own.contains(**n) && !shadowed.contains(**n))
+                    .filter(|n| record.facts.references.contains_key(**n))
                     .map(|n| (*n).to_owned())
                     .collect()
             } else {
@@ -561,61 +551,6 @@ impl Snapshot {
             }
         }
         out
-    }
-
-    /// The unit whose declarations a file's neighbours see without importing it: the
-    /// directory of the nearest `Cargo.toml` for Rust (its `tests/`, `benches/` and
-    /// `examples/` apart: they are crates of their own), the file's directory for the
-    /// languages that import by module or package, `None` for C and C++ (headers).
-    fn unit_of(
-        &self,
-        path: &str,
-        language: Language,
-        cache: &mut HashMap<String, String>,
-    ) -> Option<String> {
-        let dir = match path.rfind('/') {
-            Some(i) => &path[..i],
-            None => "",
-        };
-        match language {
-            Language::C | Language::Cpp => None,
-            Language::Rust => {
-                if let Some(unit) = cache.get(dir) {
-                    return Some(unit.clone());
-                }
-                let mut probe = dir.to_owned();
-                let unit = loop {
-                    let manifest = if probe.is_empty() {
-                        self.root.join("Cargo.toml")
-                    } else {
-                        self.root.join(&probe).join("Cargo.toml")
-                    };
-                    if manifest.is_file() || probe.is_empty() {
-                        break probe;
-                    }
-                    probe = match probe.rfind('/') {
-                        Some(i) => probe[..i].to_owned(),
-                        None => String::new(),
-                    };
-                };
-                // Integration tests, benches and examples are crates of their own: they
-                // see the package's library only through imports.
-                let inner = dir
-                    .strip_prefix(unit.as_str())
-                    .unwrap_or(dir)
-                    .trim_start_matches('/');
-                let unit = match inner.split('/').next() {
-                    Some(part @ ("tests" | "benches" | "examples")) if !unit.is_empty() => {
-                        format!("{unit}/{part}")
-                    }
-                    Some(part @ ("tests" | "benches" | "examples")) => part.to_owned(),
-                    _ => unit,
-                };
-                cache.insert(dir.to_owned(), unit.clone());
-                Some(unit)
-            }
-            _ => Some(dir.to_owned()),
-        }
     }
 
     /// Test files of `path` (and the file itself when it holds inline tests).

@@ -334,7 +334,7 @@ fn read(root: &Path, path: &str) -> Option<String> {
 }
 
 /// `name = "..."` in the `[package]` table of a Cargo.toml.
-fn package_name(manifest: &str) -> Option<String> {
+pub(crate) fn package_name(manifest: &str) -> Option<String> {
     let mut in_package = false;
     for line in manifest.lines() {
         let line = line.trim();

@@ -1,6 +1,8 @@
 //! "Who uses a file" resolves through imports: in a Rust workspace, a crate that cannot
 //! depend on another (it names none of its files in an import) does not use it just by
-//! mentioning one of its names; a crate that imports it does, and so does its own crate.
+//! mentioning one of its names; a crate that imports it does, and so does its own crate,
+//! and so does a dependent that names the crate in a path without a `use`. The same
+//! holds, in each language's terms, for Python and C.
 
 use palm_intel::{Intel, NoProgress};
 use std::path::Path;
@@ -38,7 +40,7 @@ fn a_crate_that_cannot_see_a_name_does_not_use_its_file() {
     write(
         root,
         "Cargo.toml",
-        "[workspace]\nmembers = [\"alpha\", \"beta\", \"gamma\"]\n",
+        "[workspace]\nmembers = [\"alpha\", \"beta\", \"gamma\", \"delta\", \"zeta\"]\n\n[workspace.dependencies]\nalpha = { path = \"alpha\" }\n",
     );
     write(
         root,
@@ -83,22 +85,123 @@ fn a_crate_that_cannot_see_a_name_does_not_use_its_file() {
         "gamma/src/lib.rs",
         "use alpha::gadget;\n\npub fn go(g: &gadget::Gizmo) {\n    g.spin_gizmo();\n}\n",
     );
+    // In alpha, but its Gizmo is another crate's: a `use` from outside binds the word.
+    write(
+        root,
+        "alpha/src/other.rs",
+        "use toys::Gizmo;\n\npub fn borrow() -> Gizmo {\n    Gizmo::default()\n}\n",
+    );
+    // alpha's own integration test reaches its library by a path too.
+    write(
+        root,
+        "alpha/tests/spin.rs",
+        "#[test]\nfn spins() {\n    alpha::gadget::Gizmo.spin_gizmo();\n}\n",
+    );
+    // delta depends on alpha and reaches it by a path, without a `use`.
+    write(
+        root,
+        "delta/Cargo.toml",
+        "[package]\nname = \"delta\"\nversion = \"0.1.0\"\n\n[dependencies]\nalpha.workspace = true\n",
+    );
+    write(
+        root,
+        "delta/src/lib.rs",
+        "pub fn go(g: &alpha::gadget::Gizmo) {\n    g.spin_gizmo();\n}\n",
+    );
+    // zeta depends on alpha but never names it: its Gizmo is a word of its own.
+    write(
+        root,
+        "zeta/Cargo.toml",
+        "[package]\nname = \"zeta\"\nversion = \"0.1.0\"\n\n[dependencies]\nalpha = { path = \"../alpha\" }\n",
+    );
+    write(
+        root,
+        "zeta/src/lib.rs",
+        "pub fn gizmo_count() -> usize {\n    let Gizmo = 3;\n    Gizmo\n}\n",
+    );
     git(root, &["init", "-q"]);
     git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "three crates"]);
+    git(root, &["commit", "-q", "-m", "five crates"]);
+    let users = users_of(root, "alpha/src/gadget.rs");
+    assert_eq!(
+        users,
+        [
+            "alpha/src/lib.rs",
+            "alpha/src/user.rs",
+            "alpha/tests/spin.rs",
+            "delta/src/lib.rs",
+            "gamma/src/lib.rs"
+        ],
+        "beta cannot see alpha, zeta does not name it, alpha/src/other.rs means toys::Gizmo"
+    );
+}
+
+/// The files that use `path` in the repository at `root`, indexed first.
+fn users_of(root: &Path, path: &str) -> Vec<String> {
     let intel = Intel::open(root).expect("open");
     intel.index(&mut NoProgress).expect("index");
     let mut warnings = Vec::new();
     let snapshot = intel.snapshot(&mut warnings).expect("snapshot");
-    let users: Vec<String> = snapshot
-        .used_by("alpha/src/gadget.rs")
-        .into_iter()
-        .map(|u| u.path)
-        .collect();
-    assert!(users.contains(&"alpha/src/user.rs".to_owned()), "{users:?}");
-    assert!(users.contains(&"gamma/src/lib.rs".to_owned()), "{users:?}");
-    assert!(
-        !users.contains(&"beta/src/lib.rs".to_owned()),
-        "beta cannot see alpha: {users:?}"
+    let mut users: Vec<String> = snapshot.used_by(path).into_iter().map(|u| u.path).collect();
+    users.sort();
+    users
+}
+
+#[test]
+fn a_python_module_is_seen_through_an_import_not_through_its_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "pkg/__init__.py", "from .models import Widget\n");
+    write(
+        root,
+        "pkg/models.py",
+        "class Widget:\n    def turn_widget(self):\n        pass\n",
     );
+    // Same directory, no import: Python makes no name visible that way.
+    write(
+        root,
+        "pkg/sibling.py",
+        "def describe():\n    Widget = 'a word'\n    return Widget\n",
+    );
+    // Imports the package, which re-exports the class.
+    write(
+        root,
+        "app.py",
+        "from pkg import Widget\n\ndef main():\n    Widget().turn_widget()\n",
+    );
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "python"]);
+    assert_eq!(
+        users_of(root, "pkg/models.py"),
+        ["app.py", "pkg/__init__.py"]
+    );
+}
+
+#[test]
+fn a_c_file_is_seen_through_a_header_it_includes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(
+        root,
+        "src/spinner.c",
+        "#include \"spinner.h\"\n\nint spinner_turn(int n) {\n    return n + 1;\n}\n",
+    );
+    write(root, "include/spinner.h", "int spinner_turn(int n);\n");
+    write(
+        root,
+        "src/main.c",
+        "#include \"../include/spinner.h\"\n\nint main(void) {\n    return spinner_turn(1);\n}\n",
+    );
+    // Elsewhere, no include: a function of the same name would be its own. (The header
+    // declares the name itself, so it is no user either.)
+    write(
+        root,
+        "tools/probe.c",
+        "int probe(void) {\n    return spinner_turn(2);\n}\n",
+    );
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "c"]);
+    assert_eq!(users_of(root, "src/spinner.c"), ["src/main.c"]);
 }
