@@ -209,11 +209,11 @@ pub struct Found {
     pub repo: Option<PathBuf>,
     /// Its base commit.
     pub base: Option<String>,
-    /// Disk use of its files (not the shared object store).
-    pub bytes: u64,
 }
 
-fn disk_use(path: &Path) -> u64 {
+/// Disk use of the files under `path` (for a worktree: not the shared object store).
+/// Walks the whole tree: for `palm worktrees`, not for boot or a run.
+pub fn disk_use(path: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(path) else {
         return 0;
     };
@@ -262,7 +262,6 @@ pub fn list_worktrees(root: &Path) -> Vec<Found> {
                 job: job.file_name().to_string_lossy().into_owned(),
                 repo,
                 base: read("base"),
-                bytes: disk_use(&path),
                 path,
             });
         }

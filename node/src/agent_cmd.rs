@@ -290,11 +290,17 @@ pub async fn worktrees(ctx: &Ctx, command: WorktreesCommand) -> CliResult {
     let listed = worktrees_with_status(ctx).await?;
     match command {
         WorktreesCommand::List => {
-            let total: u64 = listed.iter().map(|(t, _)| t.bytes).sum();
+            let sizes: Vec<u64> = listed
+                .iter()
+                .map(|(tree, _)| palm_agents::git::disk_use(&tree.path))
+                .collect();
+            let total: u64 = sizes.iter().sum();
             let trees: Vec<Value> = listed
                 .iter()
-                .map(|(tree, status)| {
+                .zip(&sizes)
+                .map(|((tree, status), bytes)| {
                     let mut v = serde_json::to_value(tree).unwrap_or(Value::Null);
+                    v["bytes"] = json!(bytes);
                     v["status"] = json!(status);
                     v["live"] = json!(is_live(status));
                     v
@@ -335,9 +341,10 @@ pub async fn worktrees(ctx: &Ctx, command: WorktreesCommand) -> CliResult {
                     continue;
                 }
                 let reference = palm_agents::git::saved_ref(&tree.job, "gc");
+                let bytes = palm_agents::git::disk_use(&tree.path);
                 match palm_agents::git::remove_worktree(&tree, &reference) {
                     Ok(saved) => {
-                        freed += tree.bytes;
+                        freed += bytes;
                         removed.push(json!({
                             "job": tree.job,
                             "path": tree.path.display().to_string(),

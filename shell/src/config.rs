@@ -168,26 +168,7 @@ fn repo_setup(
         match field.as_str().unwrap_or_default() {
             "copy" => provision.copy = list(value, "copy")?,
             "link" => provision.link = list(value, "link")?,
-            "env" => {
-                let Value::Map(entries) = &value.value else {
-                    return Err((
-                        value.span,
-                        "`env` must be a mapping of names to values (`auto` for a free port)"
-                            .into(),
-                    ));
-                };
-                for (key, v) in entries {
-                    let v = match &v.value {
-                        Value::String(s) => s.clone(),
-                        Value::Int(i) => i.to_string(),
-                        Value::Bool(b) => b.to_string(),
-                        _ => return Err((v.span, "`env` values must be strings".into())),
-                    };
-                    provision
-                        .env
-                        .insert(key.as_str().unwrap_or_default().to_owned(), v);
-                }
-            }
+            "env" => provision.env = string_map(value, &format!("repos.{text}.worktree.env"))?,
             "setup" => {
                 provision.setup = Some(
                     value
@@ -214,6 +195,54 @@ fn repo_setup(
     }
     provision.check().map_err(|m| (worktree.span, m))?;
     Ok((dir, provision))
+}
+
+/// `[PROGRAM, ARG..]`: a non-empty list of strings, the first not empty (no shell).
+fn argv_of(
+    value: &palm_actors::definition::yaml::Spanned,
+    what: &str,
+) -> Result<Vec<String>, (palm_actors::definition::Span, String)> {
+    let items: Option<Vec<String>> = match &value.value {
+        Value::Seq(items) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect(),
+        _ => None,
+    };
+    match items {
+        Some(items) if !items.is_empty() && !items[0].is_empty() => Ok(items),
+        _ => Err((
+            value.span,
+            format!(
+                "`{what}` must be a non-empty list of strings: the program, then its arguments (no shell)"
+            ),
+        )),
+    }
+}
+
+/// A mapping of names to strings (numbers and booleans read as their text).
+fn string_map(
+    value: &palm_actors::definition::yaml::Spanned,
+    what: &str,
+) -> Result<std::collections::BTreeMap<String, String>, (palm_actors::definition::Span, String)> {
+    let Value::Map(entries) = &value.value else {
+        return Err((
+            value.span,
+            format!("`{what}` must be a mapping of names to strings"),
+        ));
+    };
+    entries
+        .iter()
+        .map(|(k, v)| {
+            let text = match &v.value {
+                Value::String(s) => s.clone(),
+                Value::Int(i) => i.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => return Err((v.span, format!("`{what}` values must be strings"))),
+            };
+            Ok((k.as_str().unwrap_or_default().to_owned(), text))
+        })
+        .collect()
 }
 
 /// A declared provider's or agent's name: lowercase letters, digits, `_`, `-`, starting
@@ -269,47 +298,8 @@ fn declared_agent(
     };
     for (field, value) in fields {
         match field.as_str().unwrap_or_default() {
-            "command" => {
-                let items: Option<Vec<String>> = match &value.value {
-                    Value::Seq(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_owned))
-                        .collect(),
-                    _ => None,
-                };
-                match items {
-                    Some(items) if !items.is_empty() && !items[0].is_empty() => {
-                        agent.command = items
-                    }
-                    _ => {
-                        return Err((
-                            value.span,
-                            format!(
-                                "`agents.{text}.command` must be a non-empty list of strings: the program, then its arguments (no shell)"
-                            ),
-                        ));
-                    }
-                }
-            }
-            "env" => {
-                let Value::Map(entries) = &value.value else {
-                    return Err((
-                        value.span,
-                        format!("`agents.{text}.env` must be a mapping of names to strings"),
-                    ));
-                };
-                for (key, v) in entries {
-                    let Some(v) = v.as_str() else {
-                        return Err((
-                            v.span,
-                            format!("`agents.{text}.env` values must be strings"),
-                        ));
-                    };
-                    agent
-                        .env
-                        .insert(key.as_str().unwrap_or_default().to_owned(), v.to_owned());
-                }
-            }
+            "command" => agent.command = argv_of(value, &format!("agents.{text}.command"))?,
+            "env" => agent.env = string_map(value, &format!("agents.{text}.env"))?,
             "timeout" => match value.as_str().and_then(parse_duration_ms) {
                 Some(ms) if ms > 0 => agent.timeout_ms = Some(ms),
                 _ => {
@@ -356,31 +346,6 @@ fn declared_provider(
             format!("`providers.{text}` must be a mapping with `command: [...]` or `url: ...`"),
         ));
     };
-    let strings = |v: &palm_actors::definition::yaml::Spanned,
-                   what: &str|
-     -> Result<
-        std::collections::BTreeMap<String, String>,
-        (palm_actors::definition::Span, String),
-    > {
-        let Value::Map(entries) = &v.value else {
-            return Err((
-                v.span,
-                format!("`{what}` must be a mapping of names to strings"),
-            ));
-        };
-        entries
-            .iter()
-            .map(|(k, v)| {
-                let value = match &v.value {
-                    Value::String(s) => s.clone(),
-                    Value::Int(i) => i.to_string(),
-                    Value::Bool(b) => b.to_string(),
-                    _ => return Err((v.span, format!("`{what}` values must be strings"))),
-                };
-                Ok((k.as_str().unwrap_or_default().to_owned(), value))
-            })
-            .collect()
-    };
     let (mut argv, mut url, mut env, mut headers, mut cwd) = (None, None, None, None, None);
     let mut declared = DeclaredProvider {
         name: text.to_owned(),
@@ -394,26 +359,7 @@ fn declared_provider(
     };
     for (field, value) in fields {
         match field.as_str().unwrap_or_default() {
-            "command" => {
-                let items: Option<Vec<String>> = match &value.value {
-                    Value::Seq(items) => items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_owned))
-                        .collect(),
-                    _ => None,
-                };
-                match items {
-                    Some(items) if !items.is_empty() && !items[0].is_empty() => argv = Some(items),
-                    _ => {
-                        return Err((
-                            value.span,
-                            format!(
-                                "`providers.{text}.command` must be a non-empty list of strings: the program, then its arguments (no shell)"
-                            ),
-                        ));
-                    }
-                }
-            }
+            "command" => argv = Some(argv_of(value, &format!("providers.{text}.command"))?),
             "url" => match value.as_str() {
                 Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
                     url = Some(u.to_owned())
@@ -425,8 +371,8 @@ fn declared_provider(
                     ));
                 }
             },
-            "env" => env = Some(strings(value, &format!("providers.{text}.env"))?),
-            "headers" => headers = Some(strings(value, &format!("providers.{text}.headers"))?),
+            "env" => env = Some(string_map(value, &format!("providers.{text}.env"))?),
+            "headers" => headers = Some(string_map(value, &format!("providers.{text}.headers"))?),
             "cwd" => match value.as_str() {
                 Some(dir) if !dir.is_empty() => cwd = Some(PathBuf::from(dir)),
                 _ => {

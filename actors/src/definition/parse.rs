@@ -48,6 +48,10 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "tree",
 ];
 
+fn literal(value: serde_json::Value) -> ValueTemplate {
+    ValueTemplate::Literal(Json(value))
+}
+
 /// The provider an `agent` leaf calls.
 pub const AGENT_PROVIDER: &str = "agent";
 /// An `agent` leaf's timeout when it gives none (30 min).
@@ -1765,40 +1769,52 @@ impl Parser {
             return;
         };
         let options = self.options("budget", entries, &["usd", "turns"]);
-        if let Some(usd) = options.get("usd") {
-            match usd.value {
-                Value::Int(n) if n > 0 => self.agent_budget.push((
-                    "job_budget_usd".to_owned(),
-                    ValueTemplate::Literal(Json(serde_json::json!(n as f64))),
-                )),
-                Value::Float(f) if f > 0.0 && f.is_finite() => self.agent_budget.push((
-                    "job_budget_usd".to_owned(),
-                    ValueTemplate::Literal(Json(serde_json::json!(f))),
-                )),
-                _ => self.error(
-                    usd.span,
-                    format!(
-                        "`budget.usd` must be a positive number, found {}",
-                        describe(usd)
-                    ),
+        if let Some(usd) = options.get("usd")
+            && let Some(usd) = self.positive_number(usd, "`budget.usd`")
+        {
+            self.agent_budget
+                .push(("job_budget_usd".to_owned(), literal(serde_json::json!(usd))));
+        }
+        if let Some(turns) = options.get("turns")
+            && let Some(turns) = self.positive_integer(turns, "`budget.turns`")
+        {
+            self.agent_budget.push((
+                "job_budget_turns".to_owned(),
+                literal(serde_json::json!(turns)),
+            ));
+        }
+    }
+
+    /// A number above 0 (an integer is one too), or an error naming `what`.
+    fn positive_number(&mut self, node: &Spanned, what: &str) -> Option<f64> {
+        match node.value {
+            Value::Int(n) if n > 0 => Some(n as f64),
+            Value::Float(f) if f > 0.0 && f.is_finite() => Some(f),
+            _ => {
+                self.error(
+                    node.span,
+                    format!("{what} must be a positive number, found {}", describe(node)),
                     None,
-                ),
+                );
+                None
             }
         }
-        if let Some(turns) = options.get("turns") {
-            match turns.value {
-                Value::Int(n) if n > 0 => self.agent_budget.push((
-                    "job_budget_turns".to_owned(),
-                    ValueTemplate::Literal(Json(serde_json::json!(n))),
-                )),
-                _ => self.error(
-                    turns.span,
+    }
+
+    /// An integer of at least 1, or an error naming `what`.
+    fn positive_integer(&mut self, node: &Spanned, what: &str) -> Option<i64> {
+        match node.value {
+            Value::Int(n) if n >= 1 => Some(n),
+            _ => {
+                self.error(
+                    node.span,
                     format!(
-                        "`budget.turns` must be a positive integer, found {}",
-                        describe(turns)
+                        "{what} must be an integer of at least 1, found {}",
+                        describe(node)
                     ),
                     None,
-                ),
+                );
+                None
             }
         }
     }
@@ -1859,46 +1875,12 @@ impl Parser {
             }
         }
         if let Some(node) = options.get("max_turns") {
-            match node.value {
-                Value::Int(n) if n >= 1 => args.push((
-                    "max_turns".to_owned(),
-                    ValueTemplate::Literal(Json(serde_json::json!(n))),
-                )),
-                _ => {
-                    self.error(
-                        node.span,
-                        format!(
-                            "`max_turns` must be an integer of at least 1, found {}",
-                            describe(node)
-                        ),
-                        None,
-                    );
-                    return None;
-                }
-            }
+            let turns = self.positive_integer(node, "`max_turns`")?;
+            args.push(("max_turns".to_owned(), literal(serde_json::json!(turns))));
         }
         if let Some(node) = options.get("budget_usd") {
-            match node.value {
-                Value::Int(n) if n > 0 => args.push((
-                    "budget_usd".to_owned(),
-                    ValueTemplate::Literal(Json(serde_json::json!(n as f64))),
-                )),
-                Value::Float(f) if f > 0.0 && f.is_finite() => args.push((
-                    "budget_usd".to_owned(),
-                    ValueTemplate::Literal(Json(serde_json::json!(f))),
-                )),
-                _ => {
-                    self.error(
-                        node.span,
-                        format!(
-                            "`budget_usd` must be a positive number, found {}",
-                            describe(node)
-                        ),
-                        None,
-                    );
-                    return None;
-                }
-            }
+            let usd = self.positive_number(node, "`budget_usd`")?;
+            args.push(("budget_usd".to_owned(), literal(serde_json::json!(usd))));
         }
         if let Some(node) = options.get("schema") {
             let schema = node.to_json();

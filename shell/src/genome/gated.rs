@@ -21,6 +21,23 @@ use tracing::{debug, warn};
 /// Time between SIGTERM and SIGKILL when stopping a command.
 pub const KILL_GRACE_MS: u64 = 2_000;
 
+/// How long to keep reading output after the command exits (a background grandchild may
+/// hold the pipe open forever).
+pub const DRAIN_AFTER_EXIT_MS: u64 = 200;
+
+/// Kills a process group when dropped: a caller that gives up on a gated process (its
+/// timeout, a cancel, a lost lease drops the future) takes the whole group with it.
+/// Drop it before the [`Recorded`] record, so the group is gone before it is forgotten.
+pub struct GroupGuard(pub Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
+        }
+    }
+}
+
 /// The script a `run` command starts under: it waits for one line on stdin (the gate),
 /// then becomes `sh -c CMD` with stdin from /dev/null. If the node dies before opening
 /// the gate, stdin reaches end of file and the command never starts (exit 125).

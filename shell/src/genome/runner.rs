@@ -9,7 +9,9 @@
 //! The command sees `PALM_JOB_ID`, `PALM_EFFECT_KEY` and `PALM_NODE_NAME`.
 
 use super::Genome;
-use super::gated::{Program, abort, collect, open_gate, read_tail, stop_group};
+use super::gated::{
+    DRAIN_AFTER_EXIT_MS, Program, abort, collect, open_gate, read_tail, stop_group,
+};
 use super::kernel::KernelMsg;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
 use palm_actors::path::ClaimedEffect;
@@ -22,10 +24,6 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 pub use super::gated::KILL_GRACE_MS;
-
-/// How long to keep reading output after the command exits (a background grandchild may
-/// hold the pipe open forever).
-const DRAIN_AFTER_EXIT_MS: u64 = 200;
 
 /// Where an effect's renewals and outcome go: the local kernel, or (for an effect placed
 /// here by a parent) the home across the link.

@@ -24,7 +24,9 @@
 //! `AgentResult` either way.
 
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::genome::gated::{self, Program, open_gate, read_tail, stop_group};
+use crate::genome::gated::{
+    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, read_tail, stop_group,
+};
 use crate::genome::provider::DeclaredAgent;
 use palm_agents::custom::{self, Exit};
 use palm_agents::git::{self, Worktree};
@@ -36,13 +38,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// The most of a run's stdout kept as its transcript; the parser reads all of it.
 pub const TRANSCRIPT_BYTES_MAX: u64 = 16 << 20;
 
-/// The longest line the parser takes (a longer one is kept in the transcript, counted
-/// as unreadable).
+/// The longest line the parser takes (a longer one is kept in the transcript and
+/// skipped).
 const LINE_BYTES_MAX: usize = 4 << 20;
 
 /// Where a run records its session id as soon as the provider says it (in the
@@ -51,9 +53,6 @@ const SESSION_FILE: &str = "session.json";
 
 /// A run's timeout when it gives none.
 const TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
-
-/// How long to keep reading stderr after the program exits.
-const DRAIN_AFTER_EXIT_MS: u64 = 200;
 
 /// The `agent` provider of a node.
 pub struct Agents {
@@ -99,6 +98,8 @@ impl Agents {
 
     fn lock_for(&self, path: &Path) -> Arc<tokio::sync::Mutex<()>> {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded by the runs in flight: a lock nobody holds or waits for goes.
+        held.retain(|_, lock| Arc::strong_count(lock) > 1);
         held.entry(path.to_owned()).or_default().clone()
     }
 
@@ -193,23 +194,18 @@ impl Agents {
             move || Ok(git::toplevel(&repo))
         })
         .await?;
-        let worktree: Option<Worktree> = match top {
-            Some(top) => Some(
-                blocking(move || {
+        let (worktree, workdir): (Option<Worktree>, PathBuf) = match top {
+            Some(top) => {
+                // The same place inside the checkout as the repo asked for.
+                let inner = repo.strip_prefix(&top).unwrap_or(Path::new("")).to_owned();
+                let tree = blocking(move || {
                     git::ensure_worktree(&worktrees, &job, &top).map_err(|e| e.to_string())
                 })
-                .await?,
-            ),
-            None => None,
-        };
-        let workdir = match &worktree {
-            Some(tree) => {
-                // The same place inside the checkout as the repo asked for.
-                let top = git::toplevel(&repo).unwrap_or_else(|| repo.clone());
-                let inner = repo.strip_prefix(&top).unwrap_or(Path::new(""));
-                tree.path.join(inner)
+                .await?;
+                let workdir = tree.path.join(inner);
+                (Some(tree), workdir)
             }
-            None => repo.clone(),
+            None => (None, repo.clone()),
         };
         let lock = self.lock_for(&workdir);
         let _held = lock.lock().await;
@@ -458,7 +454,7 @@ impl Agents {
                 "agent: not started (the effect is no longer this node's)",
             ));
         };
-        let guard = KillGroupOnDrop(pgid);
+        let guard = GroupGuard(pgid);
         let stderr = child
             .stderr
             .take()
@@ -706,7 +702,7 @@ async fn run_shell(
         stop_group(&mut child, pgid).await;
         return Err("not started (the effect is no longer this node's)".into());
     };
-    let guard = KillGroupOnDrop(pgid);
+    let guard = GroupGuard(pgid);
     let stderr = child
         .stderr
         .take()
@@ -860,13 +856,20 @@ async fn read_stream(
     if let Some(stdout) = stdout {
         let mut lines = BufReader::new(stdout);
         let mut buffer = Vec::new();
+        // A line longer than LINE_BYTES_MAX is read in pieces (memory stays bounded),
+        // kept in the transcript, and not parsed; this says we are inside one.
+        let mut overlong = false;
         loop {
             buffer.clear();
-            match lines.read_until(b'\n', &mut buffer).await {
+            let limit = LINE_BYTES_MAX as u64 + 1;
+            match (&mut lines)
+                .take(limit)
+                .read_until(b'\n', &mut buffer)
+                .await
+            {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     read.bytes += n as u64;
-                    read.lines += 1;
                     if read.bytes <= TRANSCRIPT_BYTES_MAX {
                         hasher.update(&buffer);
                         if let Some(file) = file.as_mut() {
@@ -875,7 +878,13 @@ async fn read_stream(
                     } else {
                         read.truncated = true;
                     }
-                    if custom || buffer.len() > LINE_BYTES_MAX {
+                    let ends = buffer.ends_with(b"\n");
+                    let skip = overlong || (!ends && n as u64 == limit);
+                    overlong = skip && !ends;
+                    if ends {
+                        read.lines += 1;
+                    }
+                    if custom || skip {
                         continue;
                     }
                     let line = String::from_utf8_lossy(&buffer);
@@ -964,17 +973,6 @@ async fn blocking<T: Send + 'static>(
 fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     std::fs::write(path, bytes)
         .map_err(|e| Failure::new(format!("agent: cannot write {}: {e}", path.display())))
-}
-
-/// Kills a process group when dropped (the runner gave up on the call).
-struct KillGroupOnDrop(Option<u32>);
-
-impl Drop for KillGroupOnDrop {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
-            let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
-        }
-    }
 }
 
 impl Provider for Agents {

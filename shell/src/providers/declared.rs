@@ -23,7 +23,9 @@
 
 use super::http::Http;
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::genome::gated::{self, Program, open_gate, read_tail, stop_group};
+use crate::genome::gated::{
+    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, read_tail, stop_group,
+};
 use crate::genome::provider::{DeclaredProvider, DeclaredTarget};
 use palm_actors::jsonschema::Schema;
 use serde_json::{Map, Value, json};
@@ -37,9 +39,6 @@ pub const RESULT_BYTES_MAX: usize = 4 << 20;
 
 /// A call's bound when the declaration sets none.
 const TIMEOUT_MS_DEFAULT: u64 = 60_000;
-
-/// How long to keep reading stderr after the program exits (a grandchild may hold it).
-const DRAIN_AFTER_EXIT_MS: u64 = 200;
 
 /// A provider from `palm.yaml`.
 pub struct Declared {
@@ -130,7 +129,7 @@ impl Declared {
         };
         // Dropped first if the runner gives up on this call (its own timeout, a cancel, a
         // lost lease): the whole group is killed before the record of it is forgotten.
-        let guard = KillGroupOnDrop(pgid);
+        let guard = GroupGuard(pgid);
         let stdout = child
             .stdout
             .take()
@@ -247,17 +246,6 @@ impl Declared {
                 ),
                 value: failure.value,
             }),
-        }
-    }
-}
-
-/// Kills a process group when dropped, unless it is already gone.
-struct KillGroupOnDrop(Option<u32>);
-
-impl Drop for KillGroupOnDrop {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
-            let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
         }
     }
 }
