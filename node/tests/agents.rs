@@ -161,7 +161,12 @@ fn every_end_state_is_reached_and_recorded() {
     // A line longer than the parser takes is kept in the transcript and skipped; the
     // result line after it still decides the end.
     let (code, huge) = env.run(data.path(), repo.path(), &["claude", "HUGE"]);
-    assert_eq!((code, end(&huge)), (0, "success"), "{}", huge["result"]["error"]);
+    assert_eq!(
+        (code, end(&huge)),
+        (0, "success"),
+        "{}",
+        huge["result"]["error"]
+    );
     assert!(huge["result"]["transcript"]["bytes"].as_u64().unwrap_or(0) > 5 << 20);
 
     let (code, turns) = env.run(data.path(), repo.path(), &["claude", "MAXTURNS"]);
