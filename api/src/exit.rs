@@ -8,6 +8,14 @@
 //! | 3 | the job failed |
 //! | 4 | the job is waiting for input |
 //! | 5 | the job was cancelled |
+//! | 6 | a loop with the same key is already running (`already_running`; nothing started) |
+//! | 7 | the job succeeded, and its loop ended `no_op` (there was nothing to do) |
+//! | 8 | the job failed: its loop ended `blocked` |
+//! | 9 | the job failed: no progress (a loop `stagnated`, an until_green `stalled`) |
+//! | 10 | the job failed: out of rounds, iterations or time (`exhausted`) |
+//!
+//! Codes 7 to 10 come from the job's `outcome` (how its last `loop` or `until_green`
+//! ended, when nothing failed after it); without one, the status decides (0, 3, 4, 5).
 
 use palm_actors::job::JobStatus;
 use std::fmt;
@@ -27,6 +35,16 @@ pub enum Code {
     JobWaiting = 4,
     /// 5
     JobCancelled = 5,
+    /// 6
+    AlreadyRunning = 6,
+    /// 7
+    NoOp = 7,
+    /// 8
+    Blocked = 8,
+    /// 9
+    Stagnated = 9,
+    /// 10
+    Exhausted = 10,
 }
 
 impl Code {
@@ -39,6 +57,18 @@ impl Code {
             JobStatus::Cancelled => Code::JobCancelled,
             // Still going (a wait that timed out, or `--no-wait`): the command itself worked.
             JobStatus::Pending | JobStatus::Running => Code::Ok,
+        }
+    }
+
+    /// The exit code that reports a job in this status whose last loop or until_green
+    /// ended with `outcome` (see the module docs).
+    pub fn for_job(status: JobStatus, outcome: Option<&str>) -> Code {
+        match (status, outcome) {
+            (JobStatus::Succeeded, Some("no_op")) => Code::NoOp,
+            (JobStatus::Failed, Some("blocked")) => Code::Blocked,
+            (JobStatus::Failed, Some("stagnated" | "stalled")) => Code::Stagnated,
+            (JobStatus::Failed, Some("exhausted")) => Code::Exhausted,
+            (status, _) => Code::for_status(status),
         }
     }
 }

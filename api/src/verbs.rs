@@ -102,6 +102,7 @@ pub fn into_result(response: Response) -> Result<Value, CliError> {
             3 => Code::JobFailed,
             4 => Code::JobWaiting,
             5 => Code::JobCancelled,
+            6 => Code::AlreadyRunning,
             _ => Code::Failure,
         },
         kind: error.kind,

@@ -11,12 +11,13 @@
 //! docs/ARCHITECTURE.md): statuses are `success | failure | running | waiting | idle`, where
 //! `waiting` is a `running` that only a continue can move, and `idle` is py_trees' INVALID.
 
+mod rounds;
 mod tick;
 pub mod trace;
 
 use crate::definition::{
-    Backoff, CallSpec, Definition, NodeKind, RunSpec, Span, SpawnSpec, Threshold, ValueTemplate,
-    WaitSpec,
+    Backoff, CallSpec, Definition, NodeKind, RankBy, RunSpec, Span, SpawnSpec, Threshold,
+    ValueTemplate, WaitSpec,
 };
 use crate::json::Json;
 use crate::template::{Expr, Scope, Template};
@@ -166,6 +167,28 @@ pub enum SpecKind {
     Call(CallSpec),
     /// See [`NodeKind::Spawn`].
     Spawn(SpawnSpec),
+    /// See [`NodeKind::UntilGreen`]; its one child is the fix.
+    UntilGreen {
+        /// The check each round makes.
+        verify: CallSpec,
+        /// Fixes allowed.
+        max_rounds: u32,
+        /// Blackboard key for `{outcome, rounds, evidence}`.
+        save: Option<String>,
+    },
+    /// See [`NodeKind::Loop`]; its one child is the iteration.
+    Loop(LoopRule),
+    /// See [`NodeKind::BestOf`]; its one child is the attempt, instantiated per attempt.
+    BestOf {
+        /// Attempts.
+        n: u32,
+        /// Providers, given in turn.
+        providers: Vec<String>,
+        /// Ranking keys.
+        rank: Vec<RankBy>,
+        /// Blackboard key for the choice.
+        save: String,
+    },
     /// A leaf that replays a script of statuses (the trace harness; never in flows).
     Scripted {
         /// Statuses returned by successive ticks.
@@ -199,9 +222,32 @@ impl SpecKind {
             SpecKind::Fail(_) => "fail",
             SpecKind::Call(_) => "call",
             SpecKind::Spawn(_) => "spawn",
+            SpecKind::UntilGreen { .. } => "until_green",
+            SpecKind::Loop(_) => "loop",
+            SpecKind::BestOf { .. } => "best_of",
             SpecKind::Scripted { .. } => "leaf",
         }
     }
+}
+
+/// A `loop`'s rules (its [`crate::definition::LoopSpec`] without the body and the key,
+/// which the job path reads from the definition at submission).
+#[derive(Debug)]
+pub struct LoopRule {
+    /// The state key each iteration reports to.
+    pub report: String,
+    /// Iterations before `exhausted`.
+    pub max_iterations: u32,
+    /// Equal signatures in a row before `stagnated`.
+    pub stagnation: u32,
+    /// Errored iterations in a row before `exhausted`.
+    pub max_errors: u32,
+    /// Pause between iterations.
+    pub every_ms: u64,
+    /// The loop's whole time.
+    pub timeout_ms: Option<u64>,
+    /// Blackboard key for the summary.
+    pub save: Option<String>,
 }
 
 /// Why a definition could not be compiled.
@@ -396,6 +442,38 @@ impl Program {
             NodeKind::Spawn(spec) => {
                 detail = Some(spec.flow.clone());
                 SpecKind::Spawn(spec.clone())
+            }
+            NodeKind::UntilGreen(spec) => {
+                children.push(self.add(&spec.fix, resolve, depth)?);
+                detail = Some(format!("{} rounds", spec.max_rounds));
+                SpecKind::UntilGreen {
+                    verify: spec.verify.clone(),
+                    max_rounds: spec.max_rounds,
+                    save: spec.save.clone(),
+                }
+            }
+            NodeKind::Loop(spec) => {
+                children.push(self.add(&spec.body, resolve, depth)?);
+                detail = Some(format!("at most {} iterations", spec.max_iterations));
+                SpecKind::Loop(LoopRule {
+                    report: spec.report.clone(),
+                    max_iterations: spec.max_iterations,
+                    stagnation: spec.stagnation,
+                    max_errors: spec.max_errors,
+                    every_ms: spec.every_ms,
+                    timeout_ms: spec.timeout_ms,
+                    save: spec.save.clone(),
+                })
+            }
+            NodeKind::BestOf(spec) => {
+                children.push(self.add(&spec.attempt, resolve, depth)?);
+                detail = Some(format!("best of {}", spec.n));
+                SpecKind::BestOf {
+                    n: spec.n,
+                    providers: spec.providers.clone(),
+                    rank: spec.rank.clone(),
+                    save: spec.save.clone(),
+                }
             }
         };
         let label = node
@@ -668,6 +746,9 @@ enum NodeState {
     Scripted {
         position: usize,
     },
+    UntilGreen(rounds::GreenState),
+    Loop(rounds::LoopState),
+    BestOf(rounds::BestState),
 }
 
 impl RtNode {
@@ -695,6 +776,9 @@ impl RtNode {
                 timer: None,
             },
             SpecKind::Scripted { .. } => NodeState::Scripted { position: 0 },
+            SpecKind::UntilGreen { .. } => NodeState::UntilGreen(Default::default()),
+            SpecKind::Loop(_) => NodeState::Loop(Default::default()),
+            SpecKind::BestOf { .. } => NodeState::BestOf(Default::default()),
             SpecKind::Invert
             | SpecKind::ForceSuccess
             | SpecKind::ForceFailure
@@ -703,8 +787,11 @@ impl RtNode {
             | SpecKind::Succeed
             | SpecKind::Fail(_) => NodeState::Plain,
         };
-        // A for_each's body is instantiated per item at run time, not here.
-        let children = if matches!(spec_ref.kind, SpecKind::ForEach { .. }) {
+        // A for_each's body and a best_of's attempt are instantiated at run time.
+        let children = if matches!(
+            spec_ref.kind,
+            SpecKind::ForEach { .. } | SpecKind::BestOf { .. }
+        ) {
             Vec::new()
         } else {
             spec_ref
@@ -771,6 +858,11 @@ pub(crate) struct Runtime {
     bindings: Vec<(Arc<str>, serde_json::Value)>,
     retick: bool,
     last_failure: Option<String>,
+    /// How the last `loop` or `until_green` to finish ended (`stagnated`, `green`...),
+    /// cleared by any later failure: what the job's exit code reports.
+    outcome: Option<String>,
+    /// What the calls of each `best_of` lane produced, for its ranking.
+    lanes: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 impl PartialEq for Runtime {
@@ -784,6 +876,8 @@ impl PartialEq for Runtime {
             && self.outstanding == other.outstanding
             && self.parked == other.parked
             && self.last_failure == other.last_failure
+            && self.outcome == other.outcome
+            && self.lanes == other.lanes
     }
 }
 
@@ -825,6 +919,8 @@ impl Engine {
                 bindings: Vec::new(),
                 retick: false,
                 last_failure: None,
+                outcome: None,
+                lanes: BTreeMap::new(),
             },
         }
     }
@@ -930,6 +1026,13 @@ impl Engine {
         self.rt.last_failure.as_deref()
     }
 
+    /// How the last `loop` or `until_green` to finish ended, unless something failed
+    /// after it: `success`, `no_op`, `blocked`, `stagnated`, `exhausted` (a loop), `green`,
+    /// `stalled`, `exhausted` (an until_green).
+    pub fn outcome(&self) -> Option<&str> {
+        self.rt.outcome.as_deref()
+    }
+
     /// The program this engine runs.
     pub fn program(&self) -> &Arc<Program> {
         &self.rt.program
@@ -1013,7 +1116,9 @@ impl Runtime {
     fn take_outcome(&mut self, key: &str) -> Option<Outcome> {
         match self.deliveries.remove(key) {
             Some(Delivery::Outcome(outcome)) => {
-                self.outstanding.remove(key);
+                if let Some(done) = self.outstanding.remove(key) {
+                    rounds::note_lane(&mut self.lanes, &done.request, &outcome);
+                }
                 Some(outcome)
             }
             Some(other) => {
@@ -1027,11 +1132,18 @@ impl Runtime {
     fn fail(&mut self, path: &str, reason: String) {
         let spec_label = path;
         self.last_failure = Some(format!("{reason} (at node {spec_label})"));
+        self.outcome = None;
     }
 
     fn write_state(&mut self, key: &str, value: serde_json::Value) {
         if let Some(object) = self.state.as_object_mut() {
             object.insert(key.to_owned(), value);
+        }
+    }
+
+    fn remove_state(&mut self, key: &str) {
+        if let Some(object) = self.state.as_object_mut() {
+            object.remove(key);
         }
     }
 }

@@ -33,7 +33,7 @@ pub(super) fn stop(node: &mut RtNode, rt: &mut Runtime, new: Status) {
     stop_node(node, &program, rt, new);
 }
 
-fn tick_node(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Status {
+pub(super) fn tick_node(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Status {
     match &p.spec(node.spec).kind {
         SpecKind::Sequence { memory } => tick_sequence(node, p, rt, *memory),
         SpecKind::Selector { memory } => tick_selector(node, p, rt, *memory),
@@ -53,6 +53,9 @@ fn tick_node(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Status {
         SpecKind::Retry { attempts, backoff } => tick_retry(node, p, rt, *attempts, backoff),
         SpecKind::Repeat { times } => tick_repeat(node, p, rt, *times),
         SpecKind::Timeout { ms } => tick_timeout(node, p, rt, *ms),
+        SpecKind::UntilGreen { .. } => super::rounds::tick_until_green(node, p, rt),
+        SpecKind::Loop(_) => super::rounds::tick_loop(node, p, rt),
+        SpecKind::BestOf { .. } => super::rounds::tick_best_of(node, p, rt),
         _ => tick_leaf(node, p, rt),
     }
 }
@@ -169,7 +172,7 @@ fn tick_selector(node: &mut RtNode, p: &Program, rt: &mut Runtime, memory: bool)
 }
 
 /// Running or waiting, from the unfinished children: waiting only if all of them wait.
-fn unfinished_status(children: &[RtNode]) -> Status {
+pub(super) fn unfinished_status(children: &[RtNode]) -> Status {
     let any_running = children.iter().any(|c| c.status == Status::Running);
     let any_waiting = children.iter().any(|c| c.status == Status::Waiting);
     if any_waiting && !any_running {
@@ -845,7 +848,7 @@ fn describe_run_failure(result: &super::RunResult) -> String {
 }
 
 /// py_trees `stop`: composites, decorators and leaves each stop their own way.
-fn stop_node(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: Status) {
+pub(super) fn stop_node(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: Status) {
     match &p.spec(node.spec).kind {
         SpecKind::Sequence { .. } | SpecKind::Selector { .. } => {
             stop_composite(node, p, rt, new);
@@ -857,6 +860,10 @@ fn stop_node(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: Status) {
                 }
             }
             stop_composite(node, p, rt, new);
+        }
+        SpecKind::UntilGreen { .. } | SpecKind::Loop(_) | SpecKind::BestOf { .. } => {
+            super::rounds::terminate(node, p, rt);
+            node.status = new;
         }
         SpecKind::Invert
         | SpecKind::ForceSuccess

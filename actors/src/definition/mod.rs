@@ -19,7 +19,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-pub use parse::{NODE_TYPES, parse, parse_duration_ms};
+pub use parse::{
+    ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, NODE_TYPES, RANK_PROVIDER, VERIFY_PARSERS,
+    VERIFY_PROVIDER, parse, parse_duration_ms,
+};
 
 /// A position in a source file (1-based line and column).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -332,6 +335,99 @@ pub enum NodeKind {
         /// Its name.
         flow: String,
     },
+    /// Verify, fix, verify again until green, stalled or out of rounds.
+    UntilGreen(UntilGreenSpec),
+    /// One iteration of the body per round until a terminal state.
+    Loop(LoopSpec),
+    /// N attempts at once, in separate worktrees; the best one wins.
+    BestOf(BestOfSpec),
+}
+
+/// `until_green: {verify: {...}, fix: <subtree>, max_rounds: 3, save: KEY}`.
+#[derive(Clone, Debug)]
+pub struct UntilGreenSpec {
+    /// The check, as the `call` of the node's `verify` provider it makes each round.
+    pub verify: CallSpec,
+    /// Fixes allowed before it ends `exhausted`.
+    pub max_rounds: u32,
+    /// Blackboard key for `{outcome, rounds, evidence}`.
+    pub save: Option<String>,
+    /// Ticked after each red check, with `failures`, `verify` and `round` bound.
+    pub fix: Box<Node>,
+}
+
+/// `loop: {do: <subtree>, report: KEY, max_iterations, stagnation, every, timeout, key, save}`.
+#[derive(Clone, Debug)]
+pub struct LoopSpec {
+    /// Only one job per rendered key runs the loop at a time (default: the flow's name).
+    pub key: Option<Template>,
+    /// The state key each iteration writes `{state, signature}` to.
+    pub report: String,
+    /// Iterations (that did not error) before it ends `exhausted`.
+    pub max_iterations: u32,
+    /// The same non-empty signature this many times in a row ends it `stagnated`.
+    pub stagnation: u32,
+    /// Errored iterations in a row before it ends `exhausted`.
+    pub max_errors: u32,
+    /// Pause between iterations.
+    pub every_ms: u64,
+    /// The whole loop's time; past it, it ends `exhausted`.
+    pub timeout_ms: Option<u64>,
+    /// Blackboard key for `{outcome, iterations, errors, signature, history}`.
+    pub save: Option<String>,
+    /// One iteration.
+    pub body: Box<Node>,
+}
+
+/// What `best_of` ranks attempts by, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankBy {
+    /// More gates approved.
+    Gates,
+    /// Checks green.
+    Verify,
+    /// A smaller diff.
+    DiffSize,
+    /// Lower risk of the files touched (the repo index's score).
+    Risk,
+}
+
+impl RankBy {
+    /// The name as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankBy::Gates => "gates",
+            RankBy::Verify => "verify",
+            RankBy::DiffSize => "diff_size",
+            RankBy::Risk => "risk",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(name: &str) -> Option<RankBy> {
+        match name {
+            "gates" => Some(RankBy::Gates),
+            "verify" => Some(RankBy::Verify),
+            "diff_size" => Some(RankBy::DiffSize),
+            "risk" => Some(RankBy::Risk),
+            _ => None,
+        }
+    }
+}
+
+/// `best_of: {n, providers, attempt: <subtree>, rank: [...], save}`.
+#[derive(Clone, Debug)]
+pub struct BestOfSpec {
+    /// Attempts.
+    pub n: u32,
+    /// Agent providers, given to attempts in turn (`attempt.provider`).
+    pub providers: Vec<String>,
+    /// Ranking keys, most important first.
+    pub rank: Vec<RankBy>,
+    /// Blackboard key for the choice and its reasons.
+    pub save: String,
+    /// One attempt, with `attempt` bound (`index`, `provider`, `lane`).
+    pub attempt: Box<Node>,
 }
 
 impl NodeKind {
@@ -359,6 +455,9 @@ impl NodeKind {
             NodeKind::Call(_) => "call",
             NodeKind::Spawn(_) => "spawn",
             NodeKind::Subflow { .. } => "subflow",
+            NodeKind::UntilGreen(_) => "until_green",
+            NodeKind::Loop(_) => "loop",
+            NodeKind::BestOf(_) => "best_of",
         }
     }
 }
@@ -382,6 +481,9 @@ impl Node {
             | NodeKind::Retry { body, .. }
             | NodeKind::Repeat { body, .. }
             | NodeKind::Timeout { body, .. } => body.walk(visit),
+            NodeKind::UntilGreen(spec) => spec.fix.walk(visit),
+            NodeKind::Loop(spec) => spec.body.walk(visit),
+            NodeKind::BestOf(spec) => spec.attempt.walk(visit),
             _ => {}
         }
     }

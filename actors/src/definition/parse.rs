@@ -11,6 +11,11 @@ use crate::jsonschema::Schema;
 use crate::template::{Expr, ROOT_NAMES, Template, TemplateError};
 use std::collections::{BTreeSet, HashMap};
 
+mod verification;
+pub use verification::{
+    ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, RANK_PROVIDER, VERIFY_PARSERS, VERIFY_PROVIDER,
+};
+
 /// Every node type a flow may use.
 pub const NODE_TYPES: &[&str] = &[
     "sequence",
@@ -35,6 +40,11 @@ pub const NODE_TYPES: &[&str] = &[
     "agent",
     "spawn",
     "subflow",
+    "verify",
+    "until_green",
+    "gate",
+    "loop",
+    "best_of",
 ];
 
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
@@ -73,6 +83,8 @@ pub fn parse(source: &str, origin: &str) -> Result<Definition, Vec<Diagnostic>> 
         bindings: Vec::new(),
         in_interest: false,
         agent_budget: Vec::new(),
+        lanes: 0,
+        attempt_providers: false,
     };
     let document = match yaml::read(source) {
         Ok(document) => document,
@@ -108,6 +120,11 @@ struct Parser {
     /// The flow's `budget:`, handed to every `agent` leaf (`job_budget_usd`,
     /// `job_budget_turns`): the node's agent provider keeps each job's spending.
     agent_budget: Vec<(String, ValueTemplate)>,
+    /// How many `best_of` attempts enclose the node being parsed: inside one, agent,
+    /// verify and gate calls carry the attempt's `lane` (its own worktree).
+    lanes: u32,
+    /// The enclosing `best_of` names providers: an agent leaf may leave out its own.
+    attempt_providers: bool,
 }
 
 fn is_identifier(text: &str) -> bool {
@@ -1012,6 +1029,11 @@ impl Parser {
             "agent" => self.agent(span, body),
             "spawn" => self.spawn(span, body),
             "subflow" => self.subflow(span, body),
+            "verify" => self.verify(span, body),
+            "until_green" => self.until_green(span, body),
+            "gate" => self.gate(span, body),
+            "loop" => self.loop_node(span, body),
+            "best_of" => self.best_of(span, body),
             _ => {
                 self.unknown_type(span, node_type);
                 None
@@ -1554,21 +1576,7 @@ impl Parser {
         };
         let key = key_node.and_then(|node| self.identifier(node, "wait `key`"));
         if let (Some(key), Some(node)) = (&key, key_node) {
-            if ROOT_NAMES.contains(&key.as_str()) {
-                self.error(node.span, format!("wait key `{key}` is reserved"), None);
-            } else if let Some(first) = self.wait_keys.get(key) {
-                let first = *first;
-                self.error(
-                    node.span,
-                    format!("duplicate wait key `{key}`"),
-                    Some(format!(
-                        "first used at line {}, column {}; a continue must name exactly one wait",
-                        first.line, first.col
-                    )),
-                );
-            } else {
-                self.wait_keys.insert(key.clone(), node.span);
-            }
+            self.claim_wait_key(key, node.span);
         }
         let prompt = options
             .get("prompt")
@@ -1610,6 +1618,25 @@ impl Parser {
             name,
             span,
         })
+    }
+
+    /// Records a wait key, refusing a reserved or duplicate one.
+    fn claim_wait_key(&mut self, key: &str, span: Span) {
+        if ROOT_NAMES.contains(&key) {
+            self.error(span, format!("wait key `{key}` is reserved"), None);
+        } else if let Some(first) = self.wait_keys.get(key) {
+            let first = *first;
+            self.error(
+                span,
+                format!("duplicate wait key `{key}`"),
+                Some(format!(
+                    "first used at line {}, column {}; a continue must name exactly one wait",
+                    first.line, first.col
+                )),
+            );
+        } else {
+            self.wait_keys.insert(key.to_owned(), span);
+        }
     }
 
     fn sleep(&mut self, span: Span, body: &Spanned) -> Option<Node> {
@@ -1844,9 +1871,13 @@ impl Parser {
             ],
         )?;
         let hint = "`agent: { provider: claude, prompt: \"Fix {{ input.bug }}\", mode: edit }`";
-        let provider = self
-            .required(&options, "provider", "agent", span, hint)
-            .and_then(|node| self.value_template(node));
+        let provider = match (options.get("provider"), self.attempt_provider()) {
+            (Some(node), _) => self.value_template(node),
+            (None, Some(from_attempt)) => Some(from_attempt),
+            (None, None) => self
+                .required(&options, "provider", "agent", span, hint)
+                .and_then(|node| self.value_template(node)),
+        };
         let prompt = self
             .required(&options, "prompt", "agent", span, hint)
             .and_then(|node| self.value_template(node));
@@ -1899,6 +1930,9 @@ impl Parser {
             ValueTemplate::Literal(Json(serde_json::json!(timeout_ms))),
         ));
         args.extend(self.agent_budget.iter().cloned());
+        if let Some(lane) = self.lane_arg() {
+            args.push(lane);
+        }
         let save = options
             .get("save")
             .and_then(|node| self.identifier(node, "`save`"));
@@ -2113,14 +2147,24 @@ tree:
       - spawn: { flow: other, input: { who: "{{ input.who }}" }, wait: true, save: child }
       - subflow: other
       - wait: plain
+      - verify: { cmd: "cargo test", parser: cargo, repo: ".", timeout: 10m, save: tests }
+      - until_green: { verify: "cargo test", fix: { agent: { provider: codex, prompt: "fix {{ failures }}" } }, max_rounds: 2, save: green }
+      - gate: { agent: { provider: claude, max_turns: 5 }, criteria: "tests cover it", evidence: "{{ state.tests }}", skeptic: true, save: verdict }
+      - gate: { human: { key: review, prompt: "ship?" } }
+      - loop: { do: { set: { iteration: done } }, max_iterations: 3, stagnation: 2, every: 1s, timeout: 1h, key: "l-{{ input.who }}", save: looped }
+      - best_of: { n: 2, providers: [claude, codex], attempt: { agent: { prompt: "try {{ attempt.index }}" } }, rank: [verify, diff_size] }
 "#;
         let definition = parse(source, "f.yaml").unwrap_or_else(|d| panic!("{d:#?}"));
         let mut types = Vec::new();
         definition
             .tree
             .walk(&mut |node| types.push(node.kind.type_name()));
-        // `agent` is a `call` of the node's agent provider.
-        for expected in NODE_TYPES.iter().filter(|t| **t != "agent") {
+        // `agent`, `verify` and an agent `gate` are `call`s of the node's providers; a
+        // human `gate` is a wait and its check.
+        for expected in NODE_TYPES
+            .iter()
+            .filter(|t| !["agent", "verify", "gate"].contains(*t))
+        {
             assert!(
                 types.contains(expected),
                 "{expected} missing from {types:?}"
@@ -2131,11 +2175,13 @@ tree:
             if let NodeKind::Call(call) = &node.kind
                 && call.provider == AGENT_PROVIDER
             {
+                if agent_calls == 0 {
+                    assert_eq!(call.timeout_ms, Some(5 * 60_000 + AGENT_TIMEOUT_GRACE_MS));
+                }
                 agent_calls += 1;
-                assert_eq!(call.timeout_ms, Some(5 * 60_000 + AGENT_TIMEOUT_GRACE_MS));
             }
         });
-        assert_eq!(agent_calls, 1);
+        assert_eq!(agent_calls, 3, "the leaf, the fix and the attempt");
         assert_eq!(definition.input.len(), 2);
         assert_eq!(definition.subflow_names(), vec!["other"]);
     }

@@ -170,6 +170,38 @@ pub enum SubmitError {
     /// The store could not be read (looking up a start key).
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// A job running the same loop (the same rendered loop key) has not ended yet.
+    #[error("loop `{key}` is already running as job {job}")]
+    AlreadyRunning {
+        /// The loop's key.
+        key: String,
+        /// The job running it.
+        job: String,
+    },
+}
+
+/// The key of the first `loop` in a flow, rendered against a job's input: `None` for a
+/// flow without a loop; the flow's name when its loop gives no `key` (or the key does not
+/// render, which validation makes rare).
+pub fn loop_key(definition: &Definition, input: &serde_json::Value) -> Option<String> {
+    let mut found = None;
+    definition.tree.walk(&mut |node| {
+        if found.is_none()
+            && let crate::definition::NodeKind::Loop(spec) = &node.kind
+        {
+            found = Some(spec.key.clone());
+        }
+    });
+    let template = found?;
+    let state = serde_json::Value::Object(Default::default());
+    let rendered = template.and_then(|t| {
+        t.render_string(&crate::template::Scope::new(input, &state, &[]))
+            .ok()
+    });
+    Some(match rendered {
+        Some(key) if !key.trim().is_empty() => key,
+        _ => definition.name.clone(),
+    })
 }
 
 fn known_hint(known: &[String]) -> String {
@@ -355,6 +387,10 @@ pub struct JobView {
     pub updated_at: u64,
     /// Last journal seq.
     pub seq: u64,
+    /// How its last `loop` or `until_green` ended (`stagnated`, `no_op`, `green`...),
+    /// when one decided how the job ended; the exit code reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
     /// The tree with every node's status.
     #[serde(skip)]
     pub tree: Option<NodeView>,
@@ -1083,6 +1119,24 @@ impl JobPath {
             .definition
             .prepare_input(fields)
             .map_err(SubmitError::InvalidInput)?;
+        // One loop per key at a time: the key is rendered from the input, and every live
+        // job of a flow with a loop is asked for its own.
+        if let Some(key) = loop_key(&stored.definition, &input) {
+            for (id, core) in &self.jobs {
+                if core.status().is_terminal() {
+                    continue;
+                }
+                let Some(theirs) = self.definition(core.flow(), Some(core.revision())) else {
+                    continue;
+                };
+                if loop_key(&theirs.definition, core.engine().input()).as_deref() == Some(&key) {
+                    return Err(SubmitError::AlreadyRunning {
+                        key,
+                        job: id.clone(),
+                    });
+                }
+            }
+        }
         let started_by = request.started_by;
         if let Some(by) = &started_by {
             self.starts.insert(by.key.clone(), String::new());
@@ -1925,6 +1979,7 @@ impl JobPath {
                 created_at: record.created_at,
                 updated_at: record.updated_at,
                 seq: record.seq,
+                outcome: None,
                 tree: None,
                 compacted,
             })),
@@ -1948,6 +2003,7 @@ impl JobPath {
             created_at: core.created_at(),
             updated_at: core.updated_at(),
             seq: core.seq(),
+            outcome: core.engine().outcome().map(str::to_owned),
             tree: Some(core.tree()),
             compacted: false,
         }

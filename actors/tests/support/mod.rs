@@ -118,6 +118,35 @@ impl Host {
         status
     }
 
+    /// Completes a `call` effect with a provider's answer.
+    pub fn complete_call(&mut self, effect: &ClaimedEffect, ok: bool, value: Value) -> JobStatus {
+        let status = self
+            .path
+            .complete(
+                self.now,
+                &effect.key,
+                effect.token,
+                Outcome::Call {
+                    ok,
+                    value: value.into(),
+                    error: (!ok).then(|| "failed".to_owned()),
+                },
+                Some("local".to_owned()),
+            )
+            .expect("complete")
+            .status;
+        self.commit();
+        status
+    }
+
+    /// The provider and arguments of a `call` effect.
+    pub fn call_of(effect: &ClaimedEffect) -> (String, Value) {
+        match &effect.request {
+            EffectRequest::Call { provider, args, .. } => (provider.clone(), args.0.clone()),
+            other => panic!("not a call effect: {other:?}"),
+        }
+    }
+
     pub fn advance(&mut self, ms: u64) -> usize {
         self.now += ms;
         let fired = self.path.fire_timers(self.now);
