@@ -156,6 +156,9 @@ tree:
       call: { provider: step, save: iteration }
 "#;
 
+/// An iteration's (call succeeded, report) in order.
+type Reports = Vec<(bool, Value)>;
+
 fn run_loop(reports: &[(bool, Value)]) -> (Host, String, JobStatus) {
     let mut host = Host::new();
     let job = host.submit_source(LOOP, json!({})).job;
@@ -171,7 +174,7 @@ fn run_loop(reports: &[(bool, Value)]) -> (Host, String, JobStatus) {
 #[test]
 fn a_loop_reaches_each_terminal_state() {
     let cont = |sig: &str| (true, json!({"state": "continue", "signature": sig}));
-    let cases: Vec<(Vec<(bool, Value)>, JobStatus, &str)> = vec![
+    let cases: Vec<(Reports, JobStatus, &str)> = vec![
         (
             vec![cont("a"), (true, json!({"state": "done"}))],
             JobStatus::Succeeded,

@@ -272,6 +272,7 @@ mod tests {
             job: None,
             job_budget_usd: None,
             job_budget_turns: None,
+            lane: None,
         };
         let observe = argv(&spec(Mode::Observe), "claude").join(" ");
         assert!(observe.starts_with("claude -p --output-format stream-json --verbose --model sonnet --max-turns 5 --resume s-1"), "{observe}");

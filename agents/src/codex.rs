@@ -231,6 +231,7 @@ mod tests {
             job: None,
             job_budget_usd: None,
             job_budget_turns: None,
+            lane: None,
         };
         assert_eq!(
             argv(&spec, "codex", "/w", Some("/s.json")).join(" "),

@@ -110,7 +110,7 @@ pub struct Worktree {
 }
 
 /// Job ids are safe path parts already (`tag-N`); anything else is made so.
-fn safe(part: &str) -> String {
+pub fn safe(part: &str) -> String {
     part.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -122,20 +122,30 @@ fn safe(part: &str) -> String {
         .collect()
 }
 
-/// Where `job`'s worktree on `repo` lives under `root`.
-pub fn worktree_path(root: &Path, job: &str, repo: &Path) -> PathBuf {
+/// Where `job`'s worktree on `repo` lives under `root`; a `best_of` attempt's `lane`
+/// has its own beside the job's (`<repo>-<hash>-<lane>`).
+pub fn worktree_path(root: &Path, job: &str, repo: &Path, lane: Option<&str>) -> PathBuf {
     let name = repo
         .file_name()
         .map(|n| safe(&n.to_string_lossy()))
         .unwrap_or_else(|| "repo".to_owned());
     let hash = content_id(repo.to_string_lossy().as_bytes());
-    root.join(safe(job)).join(format!("{name}-{}", &hash[..8]))
+    let leaf = match lane {
+        Some(lane) => format!("{name}-{}-{}", &hash[..8], safe(lane)),
+        None => format!("{name}-{}", &hash[..8]),
+    };
+    root.join(safe(job)).join(leaf)
 }
 
-/// The job's worktree on `repo` (a checkout's top), made at the repo's HEAD if it does
-/// not exist yet.
-pub fn ensure_worktree(root: &Path, job: &str, repo: &Path) -> Result<Worktree, GitError> {
-    let path = worktree_path(root, job, repo);
+/// The job's worktree on `repo` (a checkout's top) for `lane` (or the job's own), made
+/// at the repo's HEAD if it does not exist yet.
+pub fn ensure_worktree(
+    root: &Path,
+    job: &str,
+    repo: &Path,
+    lane: Option<&str>,
+) -> Result<Worktree, GitError> {
+    let path = worktree_path(root, job, repo, lane);
     let base_file = path.with_extension("base");
     if path.join(".git").exists()
         && let Ok(base) = std::fs::read_to_string(&base_file)
@@ -453,13 +463,22 @@ mod tests {
     fn a_worktree_snapshots_diffs_and_restores_without_touching_the_checkout() {
         let repo = repo();
         let root = tempfile::tempdir().expect("root");
-        let tree = ensure_worktree(root.path(), "j-1", repo.path()).expect("worktree");
+        let tree = ensure_worktree(root.path(), "j-1", repo.path(), None).expect("worktree");
         assert!(tree.path.join("a.txt").exists());
         assert_eq!(
-            ensure_worktree(root.path(), "j-1", repo.path()).expect("again"),
+            ensure_worktree(root.path(), "j-1", repo.path(), None).expect("again"),
             tree
         );
-        assert_ne!(worktree_path(root.path(), "j-2", repo.path()), tree.path);
+        assert_ne!(
+            worktree_path(root.path(), "j-2", repo.path(), None),
+            tree.path
+        );
+        let lane = ensure_worktree(root.path(), "j-1", repo.path(), Some("b0-1")).expect("lane");
+        assert_ne!(
+            lane.path, tree.path,
+            "an attempt's lane has its own worktree"
+        );
+        assert_eq!(lane.base, tree.base);
 
         let before = snapshot(&tree, &saved_ref("j-1", "before"), "before").expect("snapshot");
         std::fs::write(tree.path.join("a.txt"), "one\ntwo\n").expect("edit");
@@ -487,12 +506,20 @@ mod tests {
             .is_ok()
         );
 
-        let listed = list_worktrees(root.path());
-        assert_eq!(listed.len(), 1);
+        // The job's worktree and its lane's, both the job's.
+        let mut listed = list_worktrees(root.path());
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().all(|found| found.job == "j-1"), "{listed:?}");
+        let lane_found = listed
+            .iter()
+            .position(|found| found.path == lane.path)
+            .map(|i| listed.remove(i))
+            .expect("the lane is listed");
         assert_eq!(
             (listed[0].job.as_str(), listed[0].base.as_deref()),
             ("j-1", Some(tree.base.as_str()))
         );
+        remove_worktree(&lane_found, &saved_ref("j-1", "lane")).expect("remove the lane");
 
         restore(&tree, &before.tree).expect("restore");
         assert_eq!(

@@ -13,6 +13,9 @@
 //! - [`patches`]: the stored patches (list, show, land), shared by the CLI and MCP.
 //! - [`install`]: the adoption block for AGENTS.md / CLAUDE.md.
 //! - [`provision`]: a repo's declarative worktree setup (copy, link, env, setup, smoke).
+//! - [`verify`]: the parsers of a verify step's test output (cargo, pytest, go, jest, TAP,
+//!   JUnit) into failures (name, file, line, message) and a stable signature of the set.
+//! - [`rank`]: the choice of a `best_of`'s winner (gates, checks, diff size, risk).
 //!
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
@@ -26,8 +29,10 @@ pub mod install;
 pub mod merge;
 pub mod patches;
 pub mod provision;
+pub mod rank;
 pub mod secrets;
 pub mod spec;
+pub mod verify;
 
 pub use end::{AgentResult, End, RunSummary};
 pub use spec::{AgentSpec, Mode};

@@ -126,6 +126,22 @@ impl Patches {
             })
     }
 
+    /// Records a `best_of`'s choice on a patch: `chosen: false` keeps a losing attempt's
+    /// patch reviewable (and landable by hand) while `apply_on_success` passes it by.
+    pub fn mark_choice(&self, id: &str, chosen: bool, reason: &str) -> Result<(), PatchError> {
+        let meta_path = self.meta_path(id)?;
+        let mut meta = self.read(id)?;
+        meta["chosen"] = json!(chosen);
+        meta["choice"] = json!(reason);
+        let text = serde_json::to_string_pretty(&meta).unwrap_or_default();
+        let fresh = meta_path.with_extension("json.new");
+        std::fs::write(&fresh, text)
+            .and_then(|()| std::fs::rename(&fresh, &meta_path))
+            .map_err(|e| {
+                PatchError::failure("io", format!("cannot write {}: {e}", meta_path.display()))
+            })
+    }
+
     /// Lands a patch on `to` (default: the branch its checkout is on), or reverts an
     /// applied one; one at a time per data directory. Answers `{"id", "status":
     /// "applied"|"reverted"|"conflict", "conflicts", "commit", "branch", "target",

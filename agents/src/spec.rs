@@ -87,6 +87,9 @@ pub struct AgentSpec {
     /// How many turns they may take together (the flow's `budget.turns`).
     #[serde(default)]
     pub job_budget_turns: Option<u64>,
+    /// A `best_of` attempt's lane: the run gets a worktree of its own (set by the flow).
+    #[serde(default)]
+    pub lane: Option<String>,
 }
 
 impl AgentSpec {

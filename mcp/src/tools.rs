@@ -927,6 +927,7 @@ async fn agent_run(
         job: None,
         job_budget_usd: None,
         job_budget_turns: None,
+        lane: None,
     };
     spec.check().map_err(ToolError::argument)?;
     if !spec

@@ -47,6 +47,7 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
         job: None,
         job_budget_usd: None,
         job_budget_turns: None,
+        lane: None,
     };
     spec.check()
         .map_err(|e| CliError::usage("invalid_input", e))?;

@@ -122,10 +122,11 @@ pub(crate) fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {
 }
 
 fn status_code(view: &Value) -> Code {
+    let outcome = view.get("outcome").and_then(Value::as_str);
     view.get("status")
         .and_then(Value::as_str)
         .and_then(JobStatus::parse)
-        .map_or(Code::Ok, Code::for_status)
+        .map_or(Code::Ok, |status| Code::for_job(status, outcome))
 }
 
 /// How often `palm run`/`palm continue` re-ask while waiting (the spinner's news).

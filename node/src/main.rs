@@ -74,12 +74,28 @@ fn report(err: &CliError, json: bool) {
     }
 }
 
+/// `best_of` ranks attempts by the risk of the files they touch: the repo index's score,
+/// when this binary has the index.
+fn install_risk_scorer() {
+    #[cfg(feature = "intel")]
+    palm_node::providers::best_of::set_risk_scorer(std::sync::Arc::new(|repo, files| {
+        let intel = palm_intel::Intel::open(repo).ok()?;
+        let mut warnings = Vec::new();
+        let snapshot = intel.snapshot(&mut warnings).ok()?;
+        files
+            .iter()
+            .filter_map(|file| snapshot.risk(file).ok().map(|r| r.score))
+            .max()
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if !matches!(cli.command, cli::Command::Up(_)) {
         sys::default_sigpipe();
     }
     init_logging(&cli.command);
+    install_risk_scorer();
     let json = cli.json;
     let out = output::Output::new(json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

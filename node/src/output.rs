@@ -100,6 +100,25 @@ fn shell_quote(text: &str) -> String {
 }
 
 /// A job's status view (`palm status`, `palm run`, `palm continue`).
+/// A `best_of`'s choice, wherever the flow saved it: its reasons, one per attempt.
+fn print_choices(out: &Output, view: &Value) {
+    let Some(state) = view.get("state").and_then(Value::as_object) else {
+        return;
+    };
+    for (key, saved) in state {
+        let (Some(reasons), true) = (
+            saved.get("reasons").and_then(Value::as_array),
+            saved.get("ranking").is_some(),
+        ) else {
+            continue;
+        };
+        println!("  {}", out.bold(&format!("best_of ({key})")));
+        for reason in reasons.iter().filter_map(Value::as_str) {
+            println!("    {reason}");
+        }
+    }
+}
+
 pub fn print_status(out: &Output, view: &Value) {
     let job = text(view, "job");
     let status = text(view, "status");
@@ -135,6 +154,10 @@ pub fn print_status(out: &Output, view: &Value) {
     if let Some(error) = view.get("error").and_then(Value::as_str) {
         println!("  error  {error}");
     }
+    if let Some(outcome) = view.get("outcome").and_then(Value::as_str) {
+        println!("  outcome  {outcome}");
+    }
+    print_choices(out, view);
     if let Some(waits) = view.get("waiting_on").and_then(Value::as_array) {
         for wait in waits {
             let key = text(wait, "key");

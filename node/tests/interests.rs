@@ -433,7 +433,12 @@ fn file_kv_and_palm_providers() {
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    assert_eq!(names, ["agent", "file", "http", "kv", "palm"]);
+    assert_eq!(
+        names,
+        [
+            "agent", "best_of", "file", "gate", "http", "kv", "palm", "verify"
+        ]
+    );
 }
 
 /// `palm emit NAME --payload JSON` (the documented command line) starts the flow with
@@ -615,7 +620,8 @@ fn declared_providers_run_programs_and_reach_endpoints() {
     assert_eq!(
         names,
         [
-            "agent", "broken", "echo", "file", "http", "kv", "palm", "slow", "upper"
+            "agent", "best_of", "broken", "echo", "file", "gate", "http", "kv", "palm", "slow",
+            "upper", "verify"
         ]
     );
     let upper = listed.iter().find(|p| p["name"] == "upper").expect("upper");

@@ -616,7 +616,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                             )?;
                             config.providers.http_ca = Some(std::path::PathBuf::from(ca));
                         }
-                        "kv" | "palm" | "agent" => {
+                        "kv" | "palm" | "agent" | "verify" | "gate" | "best_of" => {
                             return Err(at(
                                 name.span,
                                 format!(
@@ -742,6 +742,7 @@ mod tests {
         assert!(refused("providers:\n  t: {timeout: 5s}\n").contains("needs `command"));
         assert!(refused("providers:\n  Bad: {command: [x]}\n").contains("provider name `Bad`"));
         assert!(refused("providers:\n  kv: {command: [x]}\n").contains("built-in"));
+        assert!(refused("providers:\n  verify: {command: [x]}\n").contains("built-in"));
         let schema = refused(
             "providers:\n  t:\n    command: [x]\n    schema: {type: object, patternz: 1}\n",
         );

@@ -309,6 +309,17 @@ impl Desk {
                     Err(err @ SubmitError::Store(_)) => {
                         Response::err(ErrorBody::failure("store", err.to_string()))
                     }
+                    Err(err @ SubmitError::AlreadyRunning { .. }) => {
+                        let job = match &err {
+                            SubmitError::AlreadyRunning { job, .. } => job.clone(),
+                            _ => String::new(),
+                        };
+                        let mut body = ErrorBody::failure("already_running", err.to_string()).hint(
+                            format!("`palm status {job}` shows it; `palm cancel {job}` stops it"),
+                        );
+                        body.exit = palm_api::exit::Code::AlreadyRunning as u8;
+                        Response::err(body)
+                    }
                 }
             }
             Request::Continue { job, key, input } => {

@@ -687,7 +687,8 @@ fn apply_patches(data: &std::path::Path, job: &str) {
     let mut seen = std::collections::BTreeSet::new();
     for patch in listed {
         let repo = patch["repo"].as_str().unwrap_or_default().to_owned();
-        if !seen.insert(repo) || patch["status"] != "pending" {
+        // A `best_of` loser's patch stays for review, never applied on its own.
+        if patch["status"] != "pending" || patch["chosen"] == false || !seen.insert(repo) {
             continue;
         }
         let id = patch["id"].as_str().unwrap_or_default();

@@ -109,7 +109,19 @@ impl Agents {
         names.join(", ")
     }
 
-    async fn run(&self, ctx: &CallContext<'_>, args: Value) -> Result<Value, Failure> {
+    /// Runs the agent a call asks for. `sub` names a run inside one effect (a gate's
+    /// verifier and its skeptics): each has its own run directory, spending entry and
+    /// snapshots; the effect's own run has none.
+    pub(crate) async fn run_as(
+        &self,
+        ctx: &CallContext<'_>,
+        args: Value,
+        sub: Option<&str>,
+    ) -> Result<Value, Failure> {
+        let run_key = match sub {
+            Some(sub) => format!("{}#{sub}", ctx.effect.key),
+            None => ctx.effect.key.clone(),
+        };
         let mut spec = AgentSpec::from_args(&args).map_err(Failure::new)?;
         spec.job = Some(ctx.effect.job.clone());
         let declared = self.declared.get(&spec.provider).cloned();
@@ -126,7 +138,7 @@ impl Agents {
         // The job's spending so far (other runs than this effect: a re-run replaces its
         // own entry), against the flow's `budget:`.
         let ledger = Ledger::of(&self.data, &ctx.effect.job);
-        let spent = ledger.spent_except(&ctx.effect.key);
+        let spent = ledger.spent_except(&run_key);
         let over = match (spec.job_budget_usd, spec.job_budget_turns) {
             (Some(budget), _) if spent.0 >= budget => Some(format!(
                 "the job has spent ${:.4} of its ${budget:.4} budget; the run was not started",
@@ -145,28 +157,11 @@ impl Agents {
             let left = u32::try_from(budget - spent.1).unwrap_or(u32::MAX);
             spec.max_turns = Some(spec.max_turns.map_or(left, |own| own.min(left)));
         }
-        let repo = match &spec.repo {
-            Some(dir) => {
-                let dir = PathBuf::from(dir);
-                if dir.is_absolute() {
-                    dir
-                } else {
-                    std::env::current_dir().unwrap_or_default().join(dir)
-                }
-            }
-            None => std::env::current_dir().unwrap_or_default(),
-        };
-        if !repo.is_dir() {
-            return Err(Failure::new(format!(
-                "agent: repo {} is not a directory",
-                repo.display()
-            )));
-        }
         let run_dir = self
             .data
             .join("agents")
             .join("runs")
-            .join(git::content_id(ctx.effect.key.as_bytes()));
+            .join(git::content_id(run_key.as_bytes()));
         std::fs::create_dir_all(&run_dir).map_err(|e| {
             Failure::new(format!("agent: cannot create {}: {e}", run_dir.display()))
         })?;
@@ -186,27 +181,14 @@ impl Agents {
             );
             resumed = Some(session.to_owned());
         }
-        // The job's worktree, when the repo is a git checkout.
-        let job = ctx.effect.job.clone();
-        let worktrees = self.data.join("worktrees");
-        let top = blocking({
-            let repo = repo.clone();
-            move || Ok(git::toplevel(&repo))
-        })
+        let (worktree, workdir) = job_workdir(
+            &self.data,
+            &ctx.effect.job,
+            spec.repo.as_deref(),
+            spec.lane.as_deref(),
+            "agent",
+        )
         .await?;
-        let (worktree, workdir): (Option<Worktree>, PathBuf) = match top {
-            Some(top) => {
-                // The same place inside the checkout as the repo asked for.
-                let inner = repo.strip_prefix(&top).unwrap_or(Path::new("")).to_owned();
-                let tree = blocking(move || {
-                    git::ensure_worktree(&worktrees, &job, &top).map_err(|e| e.to_string())
-                })
-                .await?;
-                let workdir = tree.path.join(inner);
-                (Some(tree), workdir)
-            }
-            None => (None, repo.clone()),
-        };
         let lock = self.lock_for(&workdir);
         let _held = lock.lock().await;
         if let Some(tree) = &worktree {
@@ -228,7 +210,7 @@ impl Agents {
             .as_ref()
             .map(|t| provision::env_of(&t.path))
             .unwrap_or_default();
-        let tag = git::content_id(ctx.effect.key.as_bytes());
+        let tag = git::content_id(run_key.as_bytes());
         let before = match &worktree {
             Some(tree) => Some(
                 snapshot(
@@ -256,7 +238,7 @@ impl Agents {
             ));
         }
         ledger.record(
-            &ctx.effect.key,
+            &run_key,
             summary.cost_usd.unwrap_or(0.0),
             summary.turns.unwrap_or(0),
         );
@@ -613,6 +595,7 @@ impl Agents {
             "job": ctx.effect.job,
             "effect": ctx.effect.key,
             "provider": spec.provider,
+            "lane": spec.lane,
             "repo": worktree.repo.display().to_string(),
             "worktree": worktree.path.display().to_string(),
             "base": worktree.base,
@@ -643,6 +626,50 @@ impl Agents {
             "findings": meta["findings"],
         }))
     }
+}
+
+/// Where a job's step works on `repo` (absent: the node's working directory): in a git
+/// checkout, the job's worktree (the `lane`'s own for a `best_of` attempt) at the same
+/// place inside the checkout; elsewhere, the directory itself. `what` names the provider
+/// in errors.
+pub(crate) async fn job_workdir(
+    data: &Path,
+    job: &str,
+    repo: Option<&str>,
+    lane: Option<&str>,
+    what: &str,
+) -> Result<(Option<Worktree>, PathBuf), Failure> {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let repo = match repo {
+        Some(dir) if Path::new(dir).is_absolute() => PathBuf::from(dir),
+        Some(dir) => cwd.join(dir),
+        None => cwd,
+    };
+    if !repo.is_dir() {
+        return Err(Failure::new(format!(
+            "{what}: repo {} is not a directory",
+            repo.display()
+        )));
+    }
+    let top = blocking({
+        let repo = repo.clone();
+        move || Ok(git::toplevel(&repo))
+    })
+    .await?;
+    let Some(top) = top else {
+        return Ok((None, repo));
+    };
+    // The same place inside the checkout as the repo asked for.
+    let inner = repo.strip_prefix(&top).unwrap_or(Path::new("")).to_owned();
+    let worktrees = data.join("worktrees");
+    let job = job.to_owned();
+    let lane = lane.map(str::to_owned);
+    let tree = blocking(move || {
+        git::ensure_worktree(&worktrees, &job, &top, lane.as_deref()).map_err(|e| e.to_string())
+    })
+    .await?;
+    let workdir = tree.path.join(inner);
+    Ok((Some(tree), workdir))
 }
 
 /// The failure of a run that ended before its program started (over the job's budget, a
@@ -950,7 +977,7 @@ fn answer_as_json(text: &str, schema: &Value) -> Result<Value, String> {
     }
 }
 
-async fn snapshot(
+pub(crate) async fn snapshot(
     tree: &Worktree,
     reference: &str,
     message: &str,
@@ -960,7 +987,7 @@ async fn snapshot(
 }
 
 /// Runs blocking git work off the runtime's threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<T, Failure> {
     match tokio::task::spawn_blocking(work).await {
@@ -1000,7 +1027,7 @@ impl Provider for Agents {
     }
 
     fn call<'a>(&'a self, ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
-        Box::pin(async move { self.run(&ctx, args).await })
+        Box::pin(async move { self.run_as(&ctx, args, None).await })
     }
 }
 

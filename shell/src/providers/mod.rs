@@ -1,4 +1,5 @@
-//! The built-in providers of the `call` leaf — `http`, `file`, `kv` and `palm` — the
+//! The built-in providers of the `call` leaf — `http`, `file`, `kv` and `palm`; `agent`,
+//! `verify`, `gate` and `best_of` behind the agent and verification nodes — the
 //! providers a node declares in `palm.yaml` ([`declared`]), and [`builtin`], the registry
 //! a node starts with. The contract they implement is
 //! `crate::genome::provider` (re-exported here): extension is by registration, never by
@@ -10,11 +11,14 @@
 //! reason; a value, if any, is still saved so the flow can look at it).
 
 pub mod agent;
+pub mod best_of;
 pub mod declared;
 pub mod file;
+pub mod gate;
 pub mod http;
 pub mod kv;
 pub mod palm;
+pub mod verify;
 
 pub use crate::genome::provider::{
     CallContext, CallFuture, Failure, Provider, ProviderSettings, Registry,
@@ -36,11 +40,11 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
     )));
     registry.register(Arc::new(kv::Kv));
     registry.register(Arc::new(palm::Palm));
-    registry.register(Arc::new(agent::Agents::new(
-        data,
-        &settings.agents,
-        &settings.repos,
-    )));
+    let agents = Arc::new(agent::Agents::new(data, &settings.agents, &settings.repos));
+    registry.register(agents.clone());
+    registry.register(Arc::new(gate::Gate::new(agents, data)));
+    registry.register(Arc::new(verify::Verify::new(data)));
+    registry.register(Arc::new(best_of::BestOf::new(data)));
     for spec in &settings.declared {
         match declared::Declared::new(spec.clone(), data, http.clone()) {
             Ok(provider) => registry.register(Arc::new(provider)),
@@ -48,6 +52,18 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
         }
     }
     registry
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary.
+pub(crate) fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// A string argument, or a failure naming it.

@@ -1,0 +1,176 @@
+//! The `best_of` provider: the effect a `best_of` node makes once all its attempts have
+//! ended. It turns what each attempt's calls produced (the engine's lane facts: agent
+//! patches, checks, gate verdicts) into candidates, adds the risk of the files each
+//! patch touches (the repo index, when the binary has one), ranks them
+//! (`palm_agents::rank`), and marks the patches: the winner's `chosen: true`, the
+//! others' `chosen: false`, so they stay reviewable and `apply_on_success` passes them
+//! by. The answer — winner, ranking and reasons — is what the node saves and what
+//! `palm status --json` shows.
+
+use super::{CallContext, CallFuture, Failure, Provider};
+use palm_agents::patches::Patches;
+use palm_agents::rank::{self, Candidate, Key};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// Scores the risk (0..=100) of changing `files` in the checkout at `repo`: the highest
+/// of theirs. `None` when it cannot tell (no index, not a checkout).
+pub type RiskScorer = Arc<dyn Fn(&Path, &[String]) -> Option<u32> + Send + Sync>;
+
+static RISK: OnceLock<RiskScorer> = OnceLock::new();
+
+/// Installs the risk scorer (the `palm` binary does, when built with the repo index).
+/// The first one installed stays.
+pub fn set_risk_scorer(scorer: RiskScorer) {
+    let _ = RISK.set(scorer);
+}
+
+/// The `best_of` provider of a node.
+pub struct BestOf {
+    data: PathBuf,
+}
+
+impl BestOf {
+    /// The provider for a node on `data`.
+    pub fn new(data: &Path) -> BestOf {
+        BestOf {
+            data: data.to_owned(),
+        }
+    }
+
+    async fn run(&self, args: Value) -> Result<Value, Failure> {
+        let keys: Vec<Key> = args["rank"]
+            .as_array()
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(Value::as_str)
+                    .filter_map(Key::parse)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let attempts = args["attempts"].as_array().cloned().unwrap_or_default();
+        let wants_risk = keys.contains(&Key::Risk);
+        let candidates = tokio::task::spawn_blocking(move || {
+            attempts
+                .iter()
+                .map(|attempt| candidate(attempt, wants_risk))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| Failure::new(format!("best_of: {e}")))?;
+        let ranking = rank::rank(&candidates, &keys);
+        let patches = Patches::new(&self.data);
+        let mut notes = Vec::new();
+        for candidate in &candidates {
+            let Some(id) = &candidate.patch else {
+                continue;
+            };
+            let chosen = ranking.winner == Some(candidate.index);
+            let why = if chosen {
+                "the best_of's winner".to_owned()
+            } else {
+                format!(
+                    "attempt {} of a best_of, not chosen; kept for review",
+                    candidate.index
+                )
+            };
+            if let Err(err) = patches.mark_choice(id, chosen, &why) {
+                notes.push(format!("patch {id}: {err}"));
+            }
+        }
+        let by_index = |index: u32| candidates.iter().find(|c| c.index == index);
+        let ordered: Vec<Value> = ranking
+            .order
+            .iter()
+            .filter_map(|i| by_index(*i))
+            .map(|c| {
+                let mut entry = serde_json::to_value(c).unwrap_or(Value::Null);
+                entry["eligible"] = json!(c.eligible());
+                entry
+            })
+            .collect();
+        let winner = ranking.winner.and_then(by_index);
+        let answer = json!({
+            "winner": ranking.winner,
+            "provider": winner.and_then(|w| w.provider.clone()),
+            "patch": winner.and_then(|w| w.patch.clone()),
+            "rank": keys.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "ranking": ordered,
+            "reasons": ranking.reasons,
+            "notes": notes,
+        });
+        match ranking.winner {
+            Some(_) => Ok(answer),
+            None => Err(Failure {
+                reason: "no attempt left a patch that may land".to_owned(),
+                value: answer,
+            }),
+        }
+    }
+}
+
+/// One attempt as a candidate, from its lane's facts.
+fn candidate(attempt: &Value, wants_risk: bool) -> Candidate {
+    let facts = attempt["facts"].as_array().cloned().unwrap_or_default();
+    let of_kind = |kind: &'static str| facts.iter().filter(move |f| f["kind"] == kind);
+    // An attempt's patch is cumulative (one worktree per lane): its last one holds all.
+    let agent = of_kind("agent").rfind(|f| f["patch"].is_object());
+    let patch = agent.map(|a| &a["patch"]);
+    let gates: Vec<&Value> = of_kind("gate").collect();
+    let tests_green = of_kind("verify").next_back().map(|v| v["ok"] == true);
+    let files: Vec<String> = patch
+        .and_then(|p| p["files"].as_array())
+        .map(|files| {
+            files
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let repo = agent
+        .and_then(|a| a["worktree"].as_str())
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir());
+    let risk = match (wants_risk, RISK.get(), &repo) {
+        (true, Some(scorer), Some(repo)) if !files.is_empty() => scorer(repo, &files),
+        _ => None,
+    };
+    Candidate {
+        index: attempt["index"].as_u64().unwrap_or(0) as u32,
+        provider: attempt["provider"].as_str().map(str::to_owned),
+        status: attempt["status"].as_str().unwrap_or("failed").to_owned(),
+        patch: patch.and_then(|p| p["id"].as_str()).map(str::to_owned),
+        patch_status: patch.and_then(|p| p["status"].as_str()).map(str::to_owned),
+        gates_passed: gates.iter().filter(|g| g["approved"] == true).count() as u32,
+        gates_total: gates.len() as u32,
+        tests_green,
+        diff_lines: patch
+            .map(|p| p["added"].as_u64().unwrap_or(0) + p["removed"].as_u64().unwrap_or(0))
+            .unwrap_or(0),
+        files,
+        risk,
+    }
+}
+
+impl Provider for BestOf {
+    fn name(&self) -> &str {
+        "best_of"
+    }
+
+    fn describe(&self) -> Value {
+        json!({
+            "name": "best_of",
+            "description": "ranks a best_of's attempts (made by the best_of node itself): gates approved, checks green, diff size, risk; marks the winner's patch chosen and keeps the others for review",
+            "args": {
+                "rank": "keys in order: gates, verify, diff_size, risk",
+                "attempts": "[{index, provider, lane, status, facts}]",
+            },
+        })
+    }
+
+    fn call<'a>(&'a self, _ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
+        Box::pin(async move { self.run(args).await })
+    }
+}
