@@ -219,6 +219,22 @@ fn a_loop_reaches_each_terminal_state() {
             JobStatus::Succeeded,
             "success",
         ),
+        // A script's printed JSON (a saved `run` result) and an agent's structured answer
+        // report too.
+        (
+            vec![
+                (
+                    true,
+                    json!({"exit_code": 0, "stdout": "working\n{\"state\": \"continue\", \"signature\": \"x\"}\n"}),
+                ),
+                (
+                    true,
+                    json!({"end": "success", "structured": {"state": "blocked"}}),
+                ),
+            ],
+            JobStatus::Failed,
+            "blocked",
+        ),
     ];
     for (reports, expected_status, expected_outcome) in cases {
         let (mut host, job, status) = run_loop(&reports);

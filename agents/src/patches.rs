@@ -133,13 +133,7 @@ impl Patches {
         let mut meta = self.read(id)?;
         meta["chosen"] = json!(chosen);
         meta["choice"] = json!(reason);
-        let text = serde_json::to_string_pretty(&meta).unwrap_or_default();
-        let fresh = meta_path.with_extension("json.new");
-        std::fs::write(&fresh, text)
-            .and_then(|()| std::fs::rename(&fresh, &meta_path))
-            .map_err(|e| {
-                PatchError::failure("io", format!("cannot write {}: {e}", meta_path.display()))
-            })
+        write_meta(&meta_path, &meta)
     }
 
     /// Lands a patch on `to` (default: the branch its checkout is on), or reverts an
@@ -257,14 +251,19 @@ impl Patches {
                 meta["conflicts"] = json!(conflicts);
             }
         }
-        let text = serde_json::to_string_pretty(&meta).unwrap_or_default();
-        // Write then rename: a crash leaves the old description or the new, never half.
-        let fresh = meta_path.with_extension("json.new");
-        std::fs::write(&fresh, text)
-            .and_then(|()| std::fs::rename(&fresh, &meta_path))
-            .map_err(|e| {
-                PatchError::failure("io", format!("cannot write {}: {e}", meta_path.display()))
-            })?;
+        write_meta(&meta_path, &meta)?;
         Ok(answer)
     }
+}
+
+/// Writes a patch's description: write then rename, so a crash leaves the old
+/// description or the new, never half.
+fn write_meta(meta_path: &Path, meta: &Value) -> Result<(), PatchError> {
+    let text = serde_json::to_string_pretty(meta).unwrap_or_default();
+    let fresh = meta_path.with_extension("json.new");
+    std::fs::write(&fresh, text)
+        .and_then(|()| std::fs::rename(&fresh, meta_path))
+        .map_err(|e| {
+            PatchError::failure("io", format!("cannot write {}: {e}", meta_path.display()))
+        })
 }

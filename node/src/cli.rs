@@ -4,6 +4,20 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// The exit codes (`palm --help`; the table is `palm_api::exit`'s).
+const EXIT_CODES: &str = "Exit codes:
+  0   the job succeeded, or the command did what it was asked
+  1   any other error (I/O, a store problem, a node that does not answer)
+  2   usage error or invalid input
+  3   the job failed
+  4   the job is waiting for input
+  5   the job was cancelled
+  6   a loop with the same key is already running (nothing started)
+  7   the job succeeded; its loop ended no_op
+  8   the job failed; its loop ended blocked
+  9   the job failed without progress (a loop stagnated, an until_green stalled)
+  10  the job failed exhausted (out of rounds, iterations or time)";
+
 /// Palm: durable jobs on Behavior Trees that wait, resume, survive crashes and spread
 /// over machines.
 #[derive(Debug, Parser)]
@@ -11,7 +25,8 @@ use std::path::PathBuf;
     name = "palm",
     version,
     propagate_version = true,
-    disable_help_subcommand = true
+    disable_help_subcommand = true,
+    after_long_help = EXIT_CODES
 )]
 pub struct Cli {
     /// Data directory [default: $PALM_HOME, else ~/.palm].
@@ -613,8 +628,38 @@ mod tests {
     use super::Cli;
     use clap::{CommandFactory, Parser};
 
-    const DOCS: [(&str, &str); 6] = [
+    /// `palm --help` lists every exit code the CLI can return, each once.
+    #[test]
+    fn the_help_lists_every_exit_code() {
+        use palm_api::exit::Code;
+        let codes = [
+            Code::Ok,
+            Code::Failure,
+            Code::Usage,
+            Code::JobFailed,
+            Code::JobWaiting,
+            Code::JobCancelled,
+            Code::AlreadyRunning,
+            Code::NoOp,
+            Code::Blocked,
+            Code::Stagnated,
+            Code::Exhausted,
+        ];
+        let listed: Vec<u8> = super::EXIT_CODES
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        let expected: Vec<u8> = codes.iter().map(|c| *c as u8).collect();
+        assert_eq!(listed, expected);
+    }
+
+    const DOCS: [(&str, &str); 8] = [
         ("README.md", include_str!("../../README.md")),
+        ("docs/agents.md", include_str!("../../docs/agents.md")),
+        (
+            "docs/verification.md",
+            include_str!("../../docs/verification.md"),
+        ),
         (
             "docs/ARCHITECTURE.md",
             include_str!("../../docs/ARCHITECTURE.md"),

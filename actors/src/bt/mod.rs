@@ -16,7 +16,7 @@ mod tick;
 pub mod trace;
 
 use crate::definition::{
-    Backoff, CallSpec, Definition, NodeKind, RankBy, RunSpec, Span, SpawnSpec, Threshold,
+    Backoff, CallSpec, Definition, LoopRule, NodeKind, RankBy, RunSpec, Span, SpawnSpec, Threshold,
     ValueTemplate, WaitSpec,
 };
 use crate::json::Json;
@@ -230,26 +230,6 @@ impl SpecKind {
     }
 }
 
-/// A `loop`'s rules (its [`crate::definition::LoopSpec`] without the body and the key,
-/// which the job path reads from the definition at submission).
-#[derive(Debug)]
-pub struct LoopRule {
-    /// The state key each iteration reports to.
-    pub report: String,
-    /// Iterations before `exhausted`.
-    pub max_iterations: u32,
-    /// Equal signatures in a row before `stagnated`.
-    pub stagnation: u32,
-    /// Errored iterations in a row before `exhausted`.
-    pub max_errors: u32,
-    /// Pause between iterations.
-    pub every_ms: u64,
-    /// The loop's whole time.
-    pub timeout_ms: Option<u64>,
-    /// Blackboard key for the summary.
-    pub save: Option<String>,
-}
-
 /// Why a definition could not be compiled.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
@@ -454,16 +434,8 @@ impl Program {
             }
             NodeKind::Loop(spec) => {
                 children.push(self.add(&spec.body, resolve, depth)?);
-                detail = Some(format!("at most {} iterations", spec.max_iterations));
-                SpecKind::Loop(LoopRule {
-                    report: spec.report.clone(),
-                    max_iterations: spec.max_iterations,
-                    stagnation: spec.stagnation,
-                    max_errors: spec.max_errors,
-                    every_ms: spec.every_ms,
-                    timeout_ms: spec.timeout_ms,
-                    save: spec.save.clone(),
-                })
+                detail = Some(format!("at most {} iterations", spec.rule.max_iterations));
+                SpecKind::Loop(spec.rule.clone())
             }
             NodeKind::BestOf(spec) => {
                 children.push(self.add(&spec.attempt, resolve, depth)?);

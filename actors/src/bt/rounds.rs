@@ -7,10 +7,9 @@
 
 use super::tick::{stop_node, tick_node, unfinished_status};
 use super::{
-    EffectRequest, LoopRule, NodeState, Outcome, Program, RtNode, Runtime, SpecKind, Status,
-    render_value,
+    EffectRequest, NodeState, Outcome, Program, RtNode, Runtime, SpecKind, Status, render_value,
 };
-use crate::definition::{CallSpec, RankBy};
+use crate::definition::{CallSpec, LoopRule, RankBy};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -436,8 +435,27 @@ fn push_history(state: &mut LoopState, entry: Value) {
     state.history.push(entry);
 }
 
-/// `{state: continue|done|no_op|blocked, signature}`; a bare string is a state.
+/// `{state: continue|done|no_op|blocked, signature}`; a bare string is a state. A saved
+/// `run` result reports through the last line of its stdout (the JSON a script printed)
+/// and an agent's through its structured answer.
 fn read_report(report: &Value) -> Result<(String, String), String> {
+    if report.get("state").is_none() {
+        let printed = report
+            .get("stdout")
+            .and_then(Value::as_str)
+            .and_then(|out| out.lines().rev().find(|l| !l.trim().is_empty()))
+            .and_then(|line| serde_json::from_str::<Value>(line.trim()).ok());
+        let inner = report
+            .get("structured")
+            .filter(|s| s.get("state").is_some())
+            .cloned()
+            .or(printed);
+        if let Some(inner) = inner
+            && inner != *report
+        {
+            return read_report(&inner);
+        }
+    }
     let (verdict, signature) = match report {
         Value::String(s) => (Some(s.as_str()), String::new()),
         Value::Object(map) => (

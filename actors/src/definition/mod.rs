@@ -361,6 +361,15 @@ pub struct UntilGreenSpec {
 pub struct LoopSpec {
     /// Only one job per rendered key runs the loop at a time (default: the flow's name).
     pub key: Option<Template>,
+    /// How it goes round and when it stops.
+    pub rule: LoopRule,
+    /// One iteration.
+    pub body: Box<Node>,
+}
+
+/// A `loop`'s rules: what the engine needs of it (the key is the job path's business).
+#[derive(Clone, Debug)]
+pub struct LoopRule {
     /// The state key each iteration writes `{state, signature}` to.
     pub report: String,
     /// Iterations (that did not error) before it ends `exhausted`.
@@ -375,8 +384,6 @@ pub struct LoopSpec {
     pub timeout_ms: Option<u64>,
     /// Blackboard key for `{outcome, iterations, errors, signature, history}`.
     pub save: Option<String>,
-    /// One iteration.
-    pub body: Box<Node>,
 }
 
 /// What `best_of` ranks attempts by, in order.

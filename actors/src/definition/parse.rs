@@ -1930,17 +1930,7 @@ impl Parser {
             ValueTemplate::Literal(Json(serde_json::json!(timeout_ms))),
         ));
         args.extend(self.agent_budget.iter().cloned());
-        if let Some(lane) = self.lane_arg() {
-            args.push(lane);
-        }
-        let save = options
-            .get("save")
-            .and_then(|node| self.identifier(node, "`save`"));
-        let needs = options
-            .get("needs")
-            .map(|node| self.string_list(node, "`needs`"))
-            .unwrap_or_default();
-        let name = self.name_option(&options);
+        let (save, needs, name) = self.call_tail(&options, &mut args);
         Some(Node {
             kind: NodeKind::Call(CallSpec {
                 provider: AGENT_PROVIDER.to_owned(),

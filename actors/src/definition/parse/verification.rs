@@ -11,8 +11,8 @@
 use super::{Parser, describe, literal};
 use crate::definition::yaml::{Spanned, Value};
 use crate::definition::{
-    BestOfSpec, CallSpec, LoopSpec, Node, NodeKind, RankBy, Span, UntilGreenSpec, ValueTemplate,
-    WaitSpec,
+    BestOfSpec, CallSpec, LoopRule, LoopSpec, Node, NodeKind, RankBy, Span, UntilGreenSpec,
+    ValueTemplate, WaitSpec,
 };
 use crate::json::Json;
 use crate::template::{Expr, Template};
@@ -58,6 +58,26 @@ impl Parser {
     /// Inside a `best_of` attempt: the `lane` argument that keeps its worktree apart.
     pub(super) fn lane_arg(&mut self) -> Option<(String, ValueTemplate)> {
         (self.lanes > 0).then(|| ("lane".to_owned(), self.text_template(LANE_TEMPLATE)))
+    }
+
+    /// What every call-like leaf ends with: inside a `best_of` attempt, the `lane`
+    /// argument; and its `save`, `needs` and `name`.
+    pub(super) fn call_tail(
+        &mut self,
+        options: &HashMap<&str, &Spanned>,
+        args: &mut Vec<(String, ValueTemplate)>,
+    ) -> (Option<String>, Vec<String>, Option<String>) {
+        if let Some(lane) = self.lane_arg() {
+            args.push(lane);
+        }
+        let save = options
+            .get("save")
+            .and_then(|node| self.identifier(node, "`save`"));
+        let needs = options
+            .get("needs")
+            .map(|node| self.string_list(node, "`needs`"))
+            .unwrap_or_default();
+        (save, needs, self.name_option(options))
     }
 
     /// The attempt's provider as an agent leaf's default.
@@ -123,17 +143,7 @@ impl Parser {
             "timeout_ms".to_owned(),
             literal(serde_json::json!(timeout_ms)),
         ));
-        if let Some(lane) = self.lane_arg() {
-            args.push(lane);
-        }
-        let save = options
-            .get("save")
-            .and_then(|node| self.identifier(node, "`save`"));
-        let needs = options
-            .get("needs")
-            .map(|node| self.string_list(node, "`needs`"))
-            .unwrap_or_default();
-        let name = self.name_option(&options);
+        let (save, needs, name) = self.call_tail(&options, &mut args);
         Some((
             CallSpec {
                 provider: VERIFY_PROVIDER.to_owned(),
@@ -291,16 +301,7 @@ impl Parser {
             "timeout_ms".to_owned(),
             literal(serde_json::json!(timeout_ms)),
         ));
-        if let Some(lane) = self.lane_arg() {
-            args.push(lane);
-        }
-        let save = options
-            .get("save")
-            .and_then(|node| self.identifier(node, "`save`"));
-        let needs = options
-            .get("needs")
-            .map(|node| self.string_list(node, "`needs`"))
-            .unwrap_or_default();
+        let (save, needs, _) = self.call_tail(options, &mut args);
         // A skeptic runs one more verifier per finding; the bound covers a few of them.
         let runs: u64 = if skeptic { 6 } else { 1 };
         Some(Node {
@@ -539,13 +540,15 @@ impl Parser {
         Some(Node {
             kind: NodeKind::Loop(LoopSpec {
                 key,
-                report,
-                max_iterations,
-                stagnation,
-                max_errors,
-                every_ms,
-                timeout_ms,
-                save,
+                rule: LoopRule {
+                    report,
+                    max_iterations,
+                    stagnation,
+                    max_errors,
+                    every_ms,
+                    timeout_ms,
+                    save,
+                },
                 body: Box::new(inner?),
             }),
             name,
