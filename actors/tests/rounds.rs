@@ -389,3 +389,168 @@ fn verification_nodes_refuse_bad_shapes_with_their_line() {
     let source = "name: ok\ntree:\n  until_green: { verify: x, fix: { run: \"echo {{ round }} {{ failures }} {{ verify.signature }}\" } }\n";
     assert!(palm_actors::definition::parse(source, "ok.yaml").is_ok());
 }
+
+const TEAM: &str = r#"
+name: crew
+tree:
+  team:
+    members: [{name: alice, provider: claude}, {name: bob, provider: codex}]
+    tasks:
+      - { id: a, title: "lay the base" }
+      - { id: b, title: "build on it", depends_on: [a] }
+      - { id: c, title: "on the side" }
+    repo: /tmp/repo
+    check: { cmd: "make test" }
+    max_turns: 3
+"#;
+
+fn turn(done: bool, messages: Value) -> Value {
+    json!({"end": "success", "cost_usd": 0.5, "structured": {"done": done, "summary": "did it", "messages": messages}})
+}
+
+fn member_of(args: &Value) -> (String, String) {
+    let prompt = args["prompt"].as_str().unwrap_or("").to_owned();
+    let who = prompt
+        .strip_prefix("You are ")
+        .and_then(|p| p.split(',').next())
+        .unwrap_or("")
+        .to_owned();
+    let task = prompt
+        .split("Your task now: [")
+        .nth(1)
+        .and_then(|p| p.split(']').next())
+        .unwrap_or("")
+        .to_owned();
+    (who, task)
+}
+
+#[test]
+fn a_team_works_its_board_in_dependency_order_survives_a_restart_and_parks_on_budget() {
+    let mut host = Host::new();
+    let job = host.submit_source(TEAM, json!({})).job;
+    // Two members, two ready tasks (a and c): both start; b waits on a.
+    let first = host.claim_all();
+    let started: Vec<(String, String)> = first
+        .iter()
+        .map(|e| member_of(&Host::call_of(e).1))
+        .collect();
+    assert_eq!(
+        started,
+        [("alice".into(), "a".into()), ("bob".into(), "c".into())]
+    );
+    assert_eq!(Host::call_of(&first[1]).1["provider"], "codex");
+    // Alice finishes a and tells bob; its completion gate (a check) runs next.
+    host.complete_call(
+        &first[0],
+        true,
+        turn(true, json!([{"to": "bob", "text": "a is in"}])),
+    );
+    let check = host.claim().expect("a's check");
+    assert_eq!(Host::call_of(&check).0, "verify");
+    // A crash with bob's turn and a's check in flight: nothing done is done again.
+    host = host.restart();
+    let again = host.claim_all();
+    assert_eq!(again.len(), 2, "bob's turn and a's check, run again");
+    let check = again
+        .iter()
+        .find(|e| Host::call_of(e).0 == "verify")
+        .expect("the check");
+    host.complete_call(check, true, json!({"ok": true, "failures": []}));
+    let bob = again
+        .iter()
+        .find(|e| Host::call_of(e).0 == "agent")
+        .expect("bob's turn");
+    host.complete_call(bob, true, turn(true, json!([])));
+    // Bob's check on c, then b (ready now) goes to the first idle member: alice.
+    let next = host.claim_all();
+    let b_turn = next
+        .iter()
+        .find(|e| Host::call_of(e).0 == "agent")
+        .expect("b's turn");
+    let (who, task) = member_of(&Host::call_of(b_turn).1);
+    assert_eq!((who.as_str(), task.as_str()), ("alice", "b"));
+    let c_check = next
+        .iter()
+        .find(|e| Host::call_of(e).0 == "verify")
+        .expect("c's check");
+    host.complete_call(c_check, true, json!({"ok": true, "failures": []}));
+    // b's turn fails its check: reopened; the budget (3 turns) is spent: the team parks.
+    host.complete_call(b_turn, true, turn(true, json!([])));
+    let b_check = host.claim().expect("b's check");
+    assert_eq!(
+        host.complete_call(
+            &b_check,
+            false,
+            json!({"ok": false, "failures": [{"name": "t::b"}]})
+        ),
+        JobStatus::Waiting
+    );
+    let view = host.view(&job);
+    let board = &view.state["board"];
+    assert_eq!(board["parked"], "budget", "{board}");
+    assert_eq!(board["turns"], 3);
+    let statuses: Vec<&str> = board["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["done", "open", "done"]);
+    assert_eq!(board["mailbox"][0]["from"], "alice");
+    assert_eq!(board["mailbox"][0]["to"], "bob");
+    // An op the team does not know is refused before anything is written.
+    let store = host.store.clone();
+    let refused = host
+        .path
+        .continue_job(host.now, &job, "team", json!({"op": "dance"}), &*store);
+    assert!(
+        format!("{refused:?}").contains("InvalidInput"),
+        "{refused:?}"
+    );
+    // A person posts and gives more budget: the team resumes, b's failure in its prompt.
+    host.path
+        .continue_job(
+            host.now,
+            &job,
+            "team",
+            json!({"op": "post", "text": "go on"}),
+            &*store,
+        )
+        .expect("post");
+    host.commit();
+    host.path
+        .continue_job(
+            host.now,
+            &job,
+            "team",
+            json!({"op": "budget", "turns": 2}),
+            &*store,
+        )
+        .expect("budget");
+    host.commit();
+    let retry = host.claim().expect("b again");
+    let prompt = Host::call_of(&retry).1["prompt"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        prompt.contains("did not pass: the check failed: t::b"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("from person: go on"), "{prompt}");
+    host.complete_call(&retry, true, turn(true, json!([])));
+    let check = host.claim().expect("b's check again");
+    assert_eq!(
+        host.complete_call(&check, true, json!({"ok": true, "failures": []})),
+        JobStatus::Succeeded
+    );
+    let board = &host.view(&job).state["board"];
+    assert_eq!(board["turns"], 4);
+    assert!(
+        board["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .all(|t| t["status"] == "done")
+    );
+}

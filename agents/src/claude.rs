@@ -7,11 +7,18 @@
 //! `error_max_turns` or `error_during_execution` (others may come), `is_error`,
 //! `session_id`, `num_turns`, `total_cost_usd`, `usage`, `result` (the final text) and
 //! `permission_denials`. A stream without its result line means the process died first.
+//!
+//! Every `tool_use` (and `server_tool_use`) block of an `assistant` line is recorded as
+//! a tool use for the audit (`crate::audit`), sub-agents' included: its name, and as its
+//! detail the `command` (Bash), the `file_path` (Read, Edit, Write...), the
+//! `notebook_path`, `path`, `pattern`, `url`, `query` or `description` of its input,
+//! else the input itself (bounded). A block seen twice (same id) counts once; one the
+//! result line lists in `permission_denials` (by `tool_use_id`) is marked denied.
 
-use crate::end::{End, RunSummary};
+use crate::end::{End, RunSummary, ToolUse};
 use crate::spec::{AgentSpec, Mode};
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// Tools that change files.
 const EDIT_TOOLS: &str = "Edit,MultiEdit,Write,NotebookEdit";
@@ -61,6 +68,8 @@ pub struct Parser {
     summary: RunSummary,
     messages: BTreeSet<String>,
     last_text: String,
+    /// Kept tool uses by their `tool_use` id.
+    tool_ids: HashMap<String, usize>,
 }
 
 impl Parser {
@@ -96,6 +105,14 @@ impl Parser {
         if let Some(id) = message.get("id").and_then(Value::as_str) {
             self.messages.insert(id.to_owned());
         }
+        for block in message["content"].as_array().into_iter().flatten() {
+            if matches!(
+                block["type"].as_str(),
+                Some("tool_use") | Some("server_tool_use")
+            ) {
+                self.tool_use(block);
+            }
+        }
         let texts: Vec<&str> = message["content"]
             .as_array()
             .into_iter()
@@ -108,9 +125,50 @@ impl Parser {
         }
     }
 
+    fn tool_use(&mut self, block: &Value) {
+        let Some(name) = block["name"].as_str() else {
+            return;
+        };
+        let id = block["id"].as_str();
+        if id.is_some_and(|id| self.tool_ids.contains_key(id)) {
+            return;
+        }
+        let input = &block["input"];
+        let detail = [
+            "command",
+            "file_path",
+            "notebook_path",
+            "path",
+            "pattern",
+            "url",
+            "query",
+            "description",
+        ]
+        .iter()
+        .find_map(|key| input[*key].as_str().map(str::to_owned))
+        .unwrap_or_else(|| match input {
+            Value::Null => String::new(),
+            Value::Object(map) if map.is_empty() => String::new(),
+            other => other.to_string(),
+        });
+        if let Some(at) = self.summary.record_tool(ToolUse::new(name, &detail))
+            && let Some(id) = id
+        {
+            self.tool_ids.insert(id.to_owned(), at);
+        }
+    }
+
     fn result(&mut self, value: &Value) {
         let subtype = value["subtype"].as_str().unwrap_or_default();
         let is_error = value["is_error"].as_bool().unwrap_or(false);
+        for denial in value["permission_denials"].as_array().into_iter().flatten() {
+            if let Some(&at) = denial["tool_use_id"]
+                .as_str()
+                .and_then(|id| self.tool_ids.get(id))
+            {
+                self.summary.tools[at].denied = true;
+            }
+        }
         self.summary.denials = value["permission_denials"]
             .as_array()
             .into_iter()
@@ -212,6 +270,39 @@ mod tests {
             json!({"input_tokens": 10, "output_tokens": 5})
         );
         assert_eq!((summary.bad_lines, summary.unknown_lines), (1, 1));
+        assert_eq!(summary.tools, [ToolUse::new("Edit", "")]);
+    }
+
+    #[test]
+    fn every_tool_use_is_recorded_with_its_detail() {
+        let summary = parse(&[
+            r#"{"type":"system","subtype":"init","session_id":"s-2","tools":["Read","Edit","Bash"]}"#,
+            r#"{"type":"assistant","message":{"id":"msg_1","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"/w/src/lib.rs","limit":40}}]},"session_id":"s-2"}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"fn main() {}"}]},"toolUseResult":{"type":"text","file":{"filePath":"/w/src/lib.rs"}}}"#,
+            r#"{"type":"assistant","message":{"id":"msg_2","content":[{"type":"text","text":"Let me run it."},{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"cargo test","description":"run the tests"}}]}}"#,
+            r#"{"type":"assistant","message":{"id":"msg_2","content":[{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"cargo test"}}]}}"#,
+            r#"{"type":"assistant","parent_tool_use_id":"toolu_9","message":{"id":"msg_3","content":[{"type":"tool_use","id":"toolu_3","name":"Write","input":{"file_path":"notes.md","content":"hi"}}]}}"#,
+            r#"{"type":"assistant","message":{"id":"msg_4","content":[{"type":"tool_use","id":"toolu_4","name":"mcp__github__create_issue","input":{"title":"x"}},{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"rust 2024"}},{"type":"tool_use","id":"toolu_5","name":"KillShell","input":{}},{"type":"tool_use","input":{}}]}}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"num_turns":4,"result":"ok","session_id":"s-2","permission_denials":[{"tool_name":"mcp__github__create_issue","tool_use_id":"toolu_4","tool_input":{"title":"x"}}]}"#,
+        ]);
+        let seen: Vec<(&str, &str, bool)> = summary
+            .tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.detail.as_str(), t.denied))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("Read", "/w/src/lib.rs", false),
+                ("Bash", "cargo test", false),
+                ("Write", "notes.md", false),
+                ("mcp__github__create_issue", r#"{"title":"x"}"#, true),
+                ("web_search", "rust 2024", false),
+                ("KillShell", "", false),
+            ]
+        );
+        assert_eq!(summary.end, Some(End::Success));
+        assert_eq!(summary.denials, ["mcp__github__create_issue"]);
     }
 
     #[test]

@@ -7,10 +7,18 @@
 //! `todo_list`, `error`, and more to come), `turn.completed` (`usage`), `turn.failed`
 //! (`error.message`) and `error` (`message`). Codex reports no cost and has no turn limit
 //! of its own.
+//!
+//! Tool items are recorded as tool uses for the audit (`crate::audit`), named by their
+//! type, when first seen (`item.started` for a command, `item.completed` for a patch),
+//! once per item id: `command_execution` (the `command`), `file_change` (the changes'
+//! paths), `mcp_tool_call` (`server/tool`), `web_search` (the `query`), and any other
+//! `*_call` item type (Codex's next tools; outside every allowlist but execute's). An item
+//! whose `status` is `declined` never ran: it is marked denied.
 
-use crate::end::{End, RunSummary};
+use crate::end::{End, RunSummary, ToolUse};
 use crate::spec::{AgentSpec, Mode};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 
 /// The command line. `schema_file`: where the node wrote the output schema, if any.
 pub fn argv(
@@ -60,6 +68,8 @@ pub struct Parser {
     output_tokens: u64,
     usage_seen: bool,
     items: u64,
+    /// Tool items recorded and not completed yet, by item id: where they were kept.
+    open_tools: HashMap<String, Option<usize>>,
 }
 
 impl Parser {
@@ -115,9 +125,74 @@ impl Parser {
                     self.summary.end = Some(End::Error);
                 }
             }
-            Some("item.started") | Some("item.updated") => {}
-            Some("item.completed") => self.item(&value["item"]),
+            Some("item.started") | Some("item.updated") => self.tool_item(&value["item"], false),
+            Some("item.completed") => {
+                self.tool_item(&value["item"], true);
+                self.item(&value["item"]);
+            }
             _ => self.summary.unknown_lines += 1,
+        }
+    }
+
+    /// Records a tool item the first time its id is seen (`completed`: the last time).
+    fn tool_item(&mut self, item: &Value, completed: bool) {
+        let Some(kind) = item["type"].as_str() else {
+            return;
+        };
+        let detail = match kind {
+            "command_execution" => item["command"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| {
+                    // Some builds give the argv.
+                    item["command"].as_array().map(|argv| {
+                        argv.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                })
+                .unwrap_or_default(),
+            "file_change" => item["changes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["path"].as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            "mcp_tool_call" => format!(
+                "{}/{}",
+                item["server"].as_str().unwrap_or_default(),
+                item["tool"].as_str().unwrap_or_default()
+            ),
+            "web_search" => item["query"].as_str().unwrap_or_default().to_owned(),
+            other if other.ends_with("_call") => item["tool"]
+                .as_str()
+                .or_else(|| item["name"].as_str())
+                .unwrap_or_default()
+                .to_owned(),
+            _ => return,
+        };
+        let declined = item["status"] == "declined";
+        let id = item["id"].as_str().map(str::to_owned);
+        let at = match id.as_ref().and_then(|id| self.open_tools.get(id)) {
+            Some(at) => *at,
+            None if !completed && id.is_none() => return,
+            None => {
+                let at = self.summary.record_tool(ToolUse::new(kind, &detail));
+                if let Some(id) = &id
+                    && !completed
+                {
+                    self.open_tools.insert(id.clone(), at);
+                }
+                at
+            }
+        };
+        if let Some(at) = at {
+            self.summary.tools[at].denied = declined;
+        }
+        if completed && let Some(id) = &id {
+            self.open_tools.remove(id);
         }
     }
 
@@ -192,6 +267,52 @@ mod tests {
         assert_eq!(summary.usage["output_tokens"], 345);
         assert_eq!(summary.cost_usd, None);
         assert_eq!(summary.unknown_lines, 1);
+        assert_eq!(
+            summary.tools,
+            [
+                ToolUse::new("command_execution", "ls"),
+                ToolUse::new("file_change", "a.rs"),
+            ],
+            "a command seen started and completed counts once; a todo list is no tool"
+        );
+    }
+
+    #[test]
+    fn every_tool_item_is_recorded_once() {
+        let summary = parse(&[
+            r#"{"type":"thread.started","thread_id":"t"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'cargo test'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.updated","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'cargo test'","aggregated_output":"running","status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc 'cargo test'","aggregated_output":"ok","exit_code":0,"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[{"path":"a.rs","kind":"update"},{"path":"b.rs","kind":"add"}],"status":"completed"}}"#,
+            r#"{"type":"item.started","item":{"id":"item_3","type":"mcp_tool_call","server":"github","tool":"create_issue","arguments":{},"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_4","type":"web_search","query":"tokio select"}}"#,
+            r#"{"type":"item.started","item":{"id":"item_5","type":"command_execution","command":"rm -rf /","status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_5","type":"command_execution","command":"rm -rf /","status":"declined"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_6","type":"collab_tool_call","tool":"spawn_agent","status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_7","type":"reasoning","text":"hm"}}"#,
+            r#"{"type":"item.completed","item":{"type":"command_execution","command":["ls","-la"],"status":"completed"}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}"#,
+        ]);
+        let seen: Vec<(&str, &str, bool)> = summary
+            .tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.detail.as_str(), t.denied))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("command_execution", "bash -lc 'cargo test'", false),
+                ("file_change", "a.rs, b.rs", false),
+                ("mcp_tool_call", "github/create_issue", false),
+                ("web_search", "tokio select", false),
+                ("command_execution", "rm -rf /", true),
+                ("collab_tool_call", "spawn_agent", false),
+                ("command_execution", "ls -la", false),
+            ],
+            "an MCP call started and never completed still counts"
+        );
     }
 
     #[test]

@@ -12,15 +12,23 @@
 //! `PALM_PROMPT_FILE` (the prompt), `PALM_OUTPUT_FILE` (where it writes its final answer:
 //! JSON or text), `PALM_SCHEMA_FILE` (when structured output is asked for), `PALM_MODE`
 //! (`observe`, `edit`, `execute`), `PALM_USAGE_FILE` (where it may write
-//! `{"turns", "cost_usd", "session_id", "end", ...}`), `PALM_WORKTREE`, and
+//! `{"turns", "cost_usd", "session_id", "end", "tools", ...}`), `PALM_WORKTREE`, and
 //! `PALM_RESUME`/`PALM_MAX_TURNS` when set. `{prompt_file}`, `{output_file}`,
 //! `{worktree}` and `{mode}` in `command` are replaced by the same values.
+//!
+//! `tools` is the list of the tool uses it made, for the audit after the run
+//! (`crate::audit`): `[{"name": "Edit", "detail": "src/a.rs"}, {"name": "Bash", "detail":
+//! "cargo test"}, ...]`, named with Claude's tool names (`Read`, `Grep`, `Edit`, `Write`,
+//! `Bash`, `mcp__server__tool`...) or Codex's item types (`command_execution`,
+//! `file_change`, `web_search`...); `"denied": true` marks one its own authority refused.
+//! A bare string is a name. A name the audit does not know is outside every mode's
+//! allowlist but execute's. Whatever it reports, its worktree's diff is checked too.
 //!
 //! Its end: the usage file's `end` when it names one; else exit 0 with an output file is
 //! `success`, exit 0 without one is `error` (it said nothing), any other exit is `error`,
 //! and death by a signal Palm did not send is `crashed`.
 
-use crate::end::{End, RunSummary};
+use crate::end::{End, RunSummary, ToolUse};
 use serde_json::Value;
 
 /// The environment variables of the contract.
@@ -79,6 +87,18 @@ pub fn finish(
         summary.cost_usd = usage["cost_usd"].as_f64();
         summary.session_id = usage["session_id"].as_str().map(str::to_owned);
         summary.usage = usage.clone();
+        for tool in usage["tools"].as_array().into_iter().flatten() {
+            let (name, detail) = match tool {
+                Value::String(name) => (name.as_str(), ""),
+                other => (
+                    other["name"].as_str().unwrap_or_default(),
+                    other["detail"].as_str().unwrap_or_default(),
+                ),
+            };
+            let mut tool_use = ToolUse::new(name, detail);
+            tool_use.denied = tool["denied"] == true;
+            summary.record_tool(tool_use);
+        }
     }
     let stated = usage
         .and_then(|u| u["end"].as_str())
@@ -155,6 +175,32 @@ mod tests {
         assert_eq!(
             expand("--in={prompt_file}", "/p", "/o", "/w", "edit"),
             "--in=/p"
+        );
+    }
+
+    #[test]
+    fn the_usage_file_may_list_its_tool_uses() {
+        let ran = finish(
+            &Exit::Code(0),
+            Some("ok"),
+            Some(&json!({"tools": [
+                {"name": "Edit", "detail": "src/a.rs", "extra": 1},
+                "Read",
+                {"name": "Bash", "detail": "rm -rf /", "denied": true},
+                {"detail": "no name"},
+                42,
+            ]})),
+            "",
+        );
+        let mut denied = ToolUse::new("Bash", "rm -rf /");
+        denied.denied = true;
+        assert_eq!(
+            ran.tools,
+            [
+                ToolUse::new("Edit", "src/a.rs"),
+                ToolUse::new("Read", ""),
+                denied
+            ]
         );
     }
 }

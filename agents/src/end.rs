@@ -4,8 +4,52 @@
 //! result line, its exit code, its output file), never from scraping a terminal. The
 //! leaf succeeds if and only if the end is `success`.
 
+use crate::audit::Audit;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// The tool uses a summary keeps in the order they came.
+pub const TOOLS_KEPT_MAX: usize = 1_000;
+
+/// Past [`TOOLS_KEPT_MAX`], how many more are kept: only those the audit could flag
+/// and the worktree's diff could not show (commands, MCP and unknown tools); the rest
+/// are counted in [`RunSummary::tools_dropped`].
+pub const TOOLS_NOTABLE_MAX: usize = 1_000;
+
+/// The longest `detail` of a tool use kept (in characters; longer is cut, with `…`).
+pub const TOOL_DETAIL_MAX: usize = 500;
+
+/// One tool use a transcript (or a declared CLI's usage file) reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolUse {
+    /// The tool: Claude's name (`Read`, `Edit`, `Bash`, `mcp__server__tool`...) or
+    /// Codex's item type (`command_execution`, `file_change`, `mcp_tool_call`,
+    /// `web_search`...).
+    pub name: String,
+    /// What it was used on: the command, the file(s), the pattern, the URL (bounded).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// Its authority refused it (a permission denial, a declined command): it never ran,
+    /// and the audit passes over it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
+}
+
+impl ToolUse {
+    /// A tool use, its detail cut to [`TOOL_DETAIL_MAX`] characters.
+    pub fn new(name: &str, detail: &str) -> ToolUse {
+        let detail = detail.trim();
+        let detail = match detail.char_indices().nth(TOOL_DETAIL_MAX) {
+            Some((at, _)) => format!("{}…", &detail[..at]),
+            None => detail.to_owned(),
+        };
+        ToolUse {
+            name: name.trim().to_owned(),
+            detail,
+            denied: false,
+        }
+    }
+}
 
 /// The end states of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,7 +71,9 @@ pub enum End {
     Denied,
     /// It cost more than its budget.
     Budget,
-    /// An observe run changed files: its changes were set aside, never applied.
+    /// It went past its authority (see [`crate::audit`]): an observe run that changed
+    /// files or used a writing tool, a tool outside its mode's allowlist, a command run in
+    /// edit mode. Its changes were set aside, never applied.
     Violation,
 }
 
@@ -73,6 +119,31 @@ pub struct RunSummary {
     pub bad_lines: u64,
     /// Lines of a type this parser does not know (ignored).
     pub unknown_lines: u64,
+    /// The tool uses it reported, in order, bounded (see [`RunSummary::record_tool`]).
+    pub tools: Vec<ToolUse>,
+    /// Tool uses seen but not kept (past the bounds).
+    pub tools_dropped: u64,
+}
+
+impl RunSummary {
+    /// Records one tool use: the first [`TOOLS_KEPT_MAX`] are kept, then only notable
+    /// ones ([`crate::audit::notable`]) up to [`TOOLS_NOTABLE_MAX`] more; the rest are
+    /// counted. Answers where it was kept.
+    pub fn record_tool(&mut self, tool: ToolUse) -> Option<usize> {
+        if tool.name.is_empty() {
+            return None;
+        }
+        let kept = self.tools.len();
+        if kept < TOOLS_KEPT_MAX
+            || (kept < TOOLS_KEPT_MAX + TOOLS_NOTABLE_MAX && crate::audit::notable(&tool))
+        {
+            self.tools.push(tool);
+            Some(kept)
+        } else {
+            self.tools_dropped += 1;
+            None
+        }
+    }
 }
 
 /// The result an `agent` leaf saves (`save: KEY`).
@@ -107,6 +178,10 @@ pub struct AgentResult {
     pub usage: Value,
     /// The raw output: `{id, path, bytes, lines, truncated}`.
     pub transcript: Value,
+    /// The run checked against its authority: `{violations, tools, unaudited, by_name}`
+    /// (absent when no program ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Audit>,
     /// How long it ran (ms).
     pub duration_ms: u64,
 }

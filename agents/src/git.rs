@@ -145,6 +145,11 @@ pub fn ensure_worktree(
     repo: &Path,
     lane: Option<&str>,
 ) -> Result<Worktree, GitError> {
+    // One creation at a time in this process: `git worktree add` and the `prune` before
+    // it race on the repo's administrative files (two team members starting at once,
+    // the attempts of a best_of).
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _creating = CREATING.lock().unwrap_or_else(|p| p.into_inner());
     let path = worktree_path(root, job, repo, lane);
     let base_file = path.with_extension("base");
     if path.join(".git").exists()

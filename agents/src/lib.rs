@@ -3,6 +3,7 @@
 //!
 //! - [`spec`]: what an `agent` leaf asks for (provider, prompt, mode, repo, limits).
 //! - [`end`]: the explicit end states and the result a leaf saves.
+//! - [`audit`]: a run's tool uses and diff checked against its mode's authority.
 //! - [`claude`], [`codex`], [`custom`]: each provider's command line and the parser of
 //!   its output, fed line by line, tolerant of unknown fields and line types, of a
 //!   partial last line and of a process that dies before saying how it ended.
@@ -16,10 +17,12 @@
 //! - [`verify`]: the parsers of a verify step's test output (cargo, pytest, go, jest, TAP,
 //!   JUnit) into failures (name, file, line, message) and a stable signature of the set.
 //! - [`rank`]: the choice of a `best_of`'s winner (gates, checks, diff size, risk).
+//! - [`route`]: a task to a stored flow, within an authority ceiling, with no model.
 //!
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
 
+pub mod audit;
 pub mod claude;
 pub mod codex;
 pub mod custom;
@@ -30,6 +33,7 @@ pub mod merge;
 pub mod patches;
 pub mod provision;
 pub mod rank;
+pub mod route;
 pub mod secrets;
 pub mod spec;
 pub mod verify;

@@ -130,10 +130,29 @@ impl Patches {
     /// patch reviewable (and landable by hand) while `apply_on_success` passes it by.
     pub fn mark_choice(&self, id: &str, chosen: bool, reason: &str) -> Result<(), PatchError> {
         let meta_path = self.meta_path(id)?;
+        // Under the merge queue's lock, so a landing at the same moment keeps its status.
+        let _queue = self.queue_lock()?;
         let mut meta = self.read(id)?;
         meta["chosen"] = json!(chosen);
         meta["choice"] = json!(reason);
         write_meta(&meta_path, &meta)
+    }
+
+    /// The merge queue's lock (one landing or marking at a time per data directory),
+    /// held until the file is dropped.
+    fn queue_lock(&self) -> Result<std::fs::File, PatchError> {
+        let queue = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join(".queue.lock"))
+            .map_err(|e| {
+                PatchError::failure("io", format!("cannot open the merge queue's lock: {e}"))
+            })?;
+        queue.lock().map_err(|e| {
+            PatchError::failure("io", format!("cannot take the merge queue's lock: {e}"))
+        })?;
+        Ok(queue)
     }
 
     /// Lands a patch on `to` (default: the branch its checkout is on), or reverts an
@@ -149,17 +168,7 @@ impl Patches {
     ) -> Result<Value, PatchError> {
         let meta_path = self.meta_path(id)?;
         let mut meta = self.read(id)?;
-        let queue = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.dir.join(".queue.lock"))
-            .map_err(|e| {
-                PatchError::failure("io", format!("cannot open the merge queue's lock: {e}"))
-            })?;
-        queue.lock().map_err(|e| {
-            PatchError::failure("io", format!("cannot take the merge queue's lock: {e}"))
-        })?;
+        let _queue = self.queue_lock()?;
         // Read again under the lock: another apply may have just landed it.
         meta = self.read(id).unwrap_or(meta);
         let status = meta["status"].as_str().unwrap_or_default().to_owned();

@@ -70,10 +70,13 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// Can win: it left a patch that may land (not blocked by the secret scan, not from
-    /// a run that broke its authority).
+    /// Can win: the attempt succeeded (every gate and check it must pass, passed) and
+    /// left a patch that may land (not blocked by the secret scan, not from a run that
+    /// broke its authority).
     pub fn eligible(&self) -> bool {
-        self.patch.is_some() && self.patch_status.as_deref() == Some("pending")
+        self.status == "succeeded"
+            && self.patch.is_some()
+            && self.patch_status.as_deref() == Some("pending")
     }
 
     fn label(&self) -> String {
@@ -117,9 +120,12 @@ fn compare(a: &Candidate, b: &Candidate, key: Key) -> Ordering {
             score(a).cmp(&score(b))
         }
         Key::DiffSize => a.diff_lines.cmp(&b.diff_lines),
+        // A known risk goes before an unknown one, so the order stays transitive.
         Key::Risk => match (a.risk, b.risk) {
             (Some(x), Some(y)) => x.cmp(&y),
-            _ => Ordering::Equal,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
         },
     }
 }
@@ -155,6 +161,12 @@ pub fn rank(candidates: &[Candidate], keys: &[Key]) -> Ranking {
         let facts: Vec<String> = keys.iter().map(|k| candidate.describe(*k)).collect();
         let reason = if !candidate.eligible() {
             let why = match (&candidate.patch, candidate.patch_status.as_deref()) {
+                _ if candidate.status != "succeeded" => {
+                    format!(
+                        "the attempt {} (a step it must pass did not)",
+                        candidate.status
+                    )
+                }
                 (None, _) => "it left no patch".to_owned(),
                 (Some(_), Some(status)) => format!("its patch is {status}"),
                 (Some(_), None) => "its patch has no status".to_owned(),
@@ -269,6 +281,25 @@ mod tests {
         risky.risk = Some(80);
         let mut calm = candidate(1, Some(true), 2);
         calm.risk = Some(10);
-        assert_eq!(rank(&[risky, calm], &ALL).winner, Some(1));
+        assert_eq!(rank(&[risky.clone(), calm.clone()], &ALL).winner, Some(1));
+        // An unknown risk goes last, whatever the order the attempts come in.
+        let mut unknown = candidate(2, Some(true), 2);
+        unknown.risk = None;
+        for order in [
+            [risky.clone(), unknown.clone(), calm.clone()],
+            [unknown.clone(), calm.clone(), risky.clone()],
+            [calm.clone(), risky.clone(), unknown.clone()],
+        ] {
+            assert_eq!(rank(&order, &ALL).order, vec![1, 0, 2]);
+        }
+        // A failed attempt never wins, even with the smallest diff.
+        let mut failed = candidate(0, Some(true), 1);
+        failed.status = "failed".into();
+        let ranking = rank(&[failed, candidate(1, Some(true), 9)], &ALL);
+        assert_eq!(ranking.winner, Some(1));
+        assert!(
+            ranking.reasons[1].contains("the attempt failed"),
+            "{ranking:?}"
+        );
     }
 }

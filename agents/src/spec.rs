@@ -5,17 +5,20 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The authority a run has: what it may do to the repository.
+/// The authority a run has: what it may do to the repository. Each provider's flags
+/// carry it (`crate::claude::argv`, `crate::codex::argv`, `PALM_MODE`), and every run is
+/// audited against it afterwards (`crate::audit`): past it, the run ends `violation` and
+/// its changes never reach the checkout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// Reads only; a run that changed files is a violation and its changes never reach
-    /// the checkout.
+    /// Reads only: reading tools (and, for Codex and declared CLIs, commands that only
+    /// read); no writing tool, no changed file.
     Observe,
-    /// May change files.
+    /// May change files: observe's tools and the editing ones; no command, no MCP tool.
     #[default]
     Edit,
-    /// May change files and run commands.
+    /// May change files and run commands: anything.
     Execute,
 }
 

@@ -349,6 +349,32 @@ fn build_specs() -> Vec<ToolSpec> {
             [false, false, false],
         ),
         (
+            "palm_team",
+            "A team's board and mailbox",
+            "A team of agents on a durable board (a job started by palm team start). \
+             action=board: its tasks (open, claimed, checking, done, failed; owner, \
+             depends_on), members, turns and mailbox. action=post: a message to the \
+             mailbox (`text`, `to` a member or all, `from`). action=claim: `member` takes \
+             `task` next. action=complete: `member` reports `task` done (its turn still \
+             ends, then the task's check runs). action=budget: `turns` more member turns \
+             for a team parked out of turns.",
+            object(
+                json!({
+                    "team": string("The team: its job id."),
+                    "action": {"type": "string", "enum": ["board", "post", "claim", "complete", "budget"]},
+                    "text": string("With post: the message."),
+                    "to": string("With post: a member's name (default: all)."),
+                    "from": string("With post: who says it (default: person; a member posts as itself)."),
+                    "member": string("With claim and complete: the member."),
+                    "task": string("With claim and complete: the task id."),
+                    "turns": {"type": "integer", "minimum": 1, "description": "With budget: how many more turns."}
+                }),
+                &["team", "action"],
+            ),
+            json!({"type": "object"}),
+            [false, false, false],
+        ),
+        (
             "palm_status",
             "A job's status",
             "One job: status (pending, running, waiting, succeeded, failed, cancelled), what \
@@ -679,6 +705,7 @@ pub async fn call(
         "palm_submit" => submit(link, &arguments, ctx).await,
         "palm_agent_run" => agent_run(link, &arguments, ctx).await,
         "palm_patches" => patches(link, &arguments),
+        "palm_team" => team(link, &arguments).await,
         "palm_status" => {
             let job = required_str(tool.name, &arguments, "job", "")?;
             let view = ask(
@@ -987,6 +1014,74 @@ async fn agent_run(
         ),
     };
     Ok(Answer { summary, value })
+}
+
+/// `palm_team`: the board (a team's saved state) or a post on its standing wait.
+async fn team(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answer, ToolError> {
+    let team = required_str("palm_team", arguments, "team", "")?.to_owned();
+    let action = str_arg(arguments, "action").unwrap_or_default();
+    if action == "board" {
+        let view = ask(link, Request::Status { job: team.clone() }).await?;
+        let board = view["state"]
+            .as_object()
+            .and_then(|state| {
+                state
+                    .values()
+                    .find(|v| v.get("tasks").is_some() && v.get("mailbox").is_some())
+            })
+            .cloned()
+            .ok_or_else(|| ToolError::new("not_a_team", format!("job {team} has no team board")))?;
+        let done = board["tasks"]
+            .as_array()
+            .map_or(0, |t| t.iter().filter(|t| t["status"] == "done").count());
+        let total = board["tasks"].as_array().map_or(0, Vec::len);
+        return Ok(Answer {
+            summary: format!(
+                "team {team} {}: {done}/{total} tasks done",
+                view["status"].as_str().unwrap_or("?")
+            ),
+            value: json!({"team": team, "status": view["status"], "board": board}),
+        });
+    }
+    let mut input = json!({"op": action});
+    for field in ["text", "to", "from", "member", "task"] {
+        if let Some(value) = str_arg(arguments, field) {
+            input[field] = json!(value);
+        }
+    }
+    if let Some(turns) = arguments.get("turns") {
+        input["turns"] = turns.clone();
+    }
+    let needed: &[&str] = match action {
+        "post" => &["text"],
+        "claim" | "complete" => &["member", "task"],
+        "budget" => &["turns"],
+        other => {
+            return Err(ToolError::argument(format!(
+                "palm_team: argument `action`: unknown action `{other}`"
+            )));
+        }
+    };
+    for field in needed {
+        if input.get(*field).is_none() {
+            return Err(ToolError::argument(format!(
+                "palm_team: action={action} needs `{field}`"
+            )));
+        }
+    }
+    let value = ask(
+        link,
+        Request::Continue {
+            job: team.clone(),
+            key: "team".to_owned(),
+            input,
+        },
+    )
+    .await?;
+    Ok(Answer {
+        summary: format!("team {team}: {action} accepted"),
+        value,
+    })
 }
 
 fn patches(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answer, ToolError> {
@@ -1526,6 +1621,7 @@ mod tests {
             "palm_submit",
             "palm_agent_run",
             "palm_patches",
+            "palm_team",
             "palm_status",
             "palm_jobs",
             "palm_continue",

@@ -158,6 +158,16 @@ pub enum Command {
     /// Coding agents: run one (claude, codex, or a CLI under `agents:` in palm.yaml).
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Which stored flow fits a task, within an authority ceiling (no model needed);
+    /// `--execute` runs it.
+    Route(RouteArgs),
+    /// Do a task: route it within the edit ceiling, run it (or the built-in
+    /// plan-and-verify flow when nothing fits) and report what ran, verdicts and patches.
+    Start(StartArgs),
+    /// A team of agents (mixed providers) on a durable board of tasks: start, status,
+    /// post, resume, stop.
+    #[command(subcommand)]
+    Team(TeamCommand),
     /// Palm for the agents working in a repo: install the adoption block, print it.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -292,6 +302,105 @@ pub enum FlowsCommand {
     /// Move unfinished jobs to another revision: shows which can move (the revision must
     /// derive their history unchanged), then moves them. Exit 1 if some cannot move.
     Migrate(FlowsMigrateArgs),
+}
+
+/// `palm team ...`.
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// Start a team on a board (a YAML or JSON list of {id, title, detail, depends_on})
+    /// and wait until it is done, fails or parks.
+    Start(TeamStartArgs),
+    /// The board: tasks, members, turns, the mailbox.
+    Status {
+        /// The team (its job id).
+        team: String,
+    },
+    /// Post a message to the team's mailbox (to all, or --to one member).
+    Post {
+        /// The team.
+        team: String,
+        /// The message.
+        text: String,
+        /// A member's name [default: all].
+        #[arg(long)]
+        to: Option<String>,
+        /// Who says it [default: person].
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Give a parked team more turns and wait for it again.
+    Resume {
+        /// The team.
+        team: String,
+        /// How many more member turns.
+        #[arg(long)]
+        turns: u32,
+    },
+    /// Stop a team (cancels its job; turns in flight are stopped).
+    Stop {
+        /// The team.
+        team: String,
+    },
+}
+
+/// `palm team start TASKS`.
+#[derive(Debug, Args)]
+pub struct TeamStartArgs {
+    /// The board: a YAML or JSON file with a list of tasks ({id, title, detail,
+    /// depends_on}), or `tasks:` holding one.
+    pub tasks: PathBuf,
+    /// A member: NAME=PROVIDER or NAME=PROVIDER:MODE (mode: observe, edit, execute).
+    #[arg(long = "member", required = true)]
+    pub members: Vec<String>,
+    /// The checkout the team works on.
+    #[arg(long)]
+    pub repo: Option<PathBuf>,
+    /// A check every task's turn must pass before it is done (e.g. "cargo test").
+    #[arg(long)]
+    pub check: Option<String>,
+    /// Member turns before the team parks [default: 50].
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+    /// Return once it has started.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// `palm route "TASK"`.
+#[derive(Debug, Args)]
+pub struct RouteArgs {
+    /// The task, in plain words.
+    pub task: String,
+    /// The ceiling: observe, edit or execute. A flow that needs more is refused.
+    #[arg(long, default_value = "edit")]
+    pub authority: String,
+    /// The checkout the task is about (its languages and the repo index inform the choice;
+    /// a routed flow's `repo` input).
+    #[arg(long)]
+    pub repo: Option<PathBuf>,
+    /// Run the chosen flow and wait for it.
+    #[arg(long)]
+    pub execute: bool,
+}
+
+/// `palm start "TASK"`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The task, in plain words.
+    pub task: String,
+    /// The checkout to work on [default: the current directory].
+    #[arg(long)]
+    pub repo: Option<PathBuf>,
+    /// The ceiling: observe, edit or execute.
+    #[arg(long, default_value = "edit")]
+    pub authority: String,
+    /// The checks of the built-in flow [default: from the repo: cargo test, go test,
+    /// npm test, pytest, make test].
+    #[arg(long)]
+    pub test: Option<String>,
+    /// The agent of the built-in flow.
+    #[arg(long, default_value = "claude")]
+    pub provider: String,
 }
 
 /// `palm agent ...`.

@@ -22,7 +22,9 @@ mod interests_cmd;
 mod jobs_cmd;
 mod output;
 mod places_cmd;
+mod route_cmd;
 mod sim_cmd;
+mod team_cmd;
 mod tokens_cmd;
 mod validate;
 
@@ -80,6 +82,11 @@ fn install_risk_scorer() {
     #[cfg(feature = "intel")]
     palm_node::providers::best_of::set_risk_scorer(std::sync::Arc::new(|repo, files| {
         let intel = palm_intel::Intel::open(repo).ok()?;
+        // Only a checkout already indexed (`palm index`): building an index here would
+        // write into the checkout and hold the ranking for minutes on a large repo.
+        if !intel.root().join(".palm/index/meta.json").exists() {
+            return None;
+        }
         let mut warnings = Vec::new();
         let snapshot = intel.snapshot(&mut warnings).ok()?;
         files

@@ -2,7 +2,7 @@
 //! `codex` (tests/fixtures/agents/, speaking the CLIs' documented stream formats and
 //! editing files) and a declared CLI run in temporary git repos through real `palm`
 //! processes: every end state, worktrees per job, patches with their secret scan, an
-//! observe run's edits set aside.
+//! observe run's edits set aside, every run audited against its authority.
 
 mod common;
 
@@ -334,6 +334,223 @@ fn patches_are_scanned_and_observe_runs_never_write() {
     );
     let missing = palm_env(data.path(), &["patches", "show", "nope"], &[]);
     assert_eq!(missing.code, 2);
+}
+
+/// The rules a run's saved audit says it broke, as `(rule, tool)` (tool "" for a file).
+fn broken(run: &Value) -> Vec<(String, String)> {
+    run["result"]["audit"]["violations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no audit: {run}"))
+        .iter()
+        .map(|v| {
+            (
+                v["rule"].as_str().unwrap_or_default().to_owned(),
+                v["tool"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(rule, tool)| ((*rule).to_owned(), (*tool).to_owned()))
+        .collect()
+}
+
+/// Authority, enforced and audited: after every run its tool uses (from the transcript,
+/// or a declared CLI's usage file) and its diff are checked against its mode. Scripted
+/// agents that ignore their flags: an observe run that writes anyway, an edit run that
+/// calls a shell tool, an MCP tool in edit mode end `violation`, with the evidence kept,
+/// the worktree put back and the patch stored as `violation`; runs within their ceiling
+/// end `success`.
+#[test]
+fn every_run_is_audited_against_its_authority() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    std::fs::write(
+        data.path().join("palm.yaml"),
+        "agents:\n  fake:\n    command: [fake-agent]\n",
+    )
+    .expect("config");
+    let run = |provider: &str, prompt: &str, mode: &str| {
+        env.run(
+            data.path(),
+            repo.path(),
+            &[provider, prompt, "--mode", mode],
+        )
+    };
+
+    // Within the ceiling: success, with what was used on the record.
+    for (provider, prompt, mode, tools) in [
+        ("claude", "READ a.txt", "observe", 1),
+        ("codex", "READ a.txt", "observe", 1),
+        ("fake", "READ a.txt", "observe", 1),
+        ("claude", "READ a.txt EDIT a.txt two", "edit", 2),
+        ("codex", "EDIT b.txt x", "edit", 1),
+        ("fake", "EDIT c.txt y", "edit", 1),
+        ("claude", "SHELL EDIT a.txt x", "execute", 2),
+        ("codex", "SHELL TOUCH made.txt", "execute", 2),
+        ("fake", "SHELL", "execute", 1),
+    ] {
+        let (code, ran) = run(provider, prompt, mode);
+        assert_eq!(
+            (code, end(&ran)),
+            (0, "success"),
+            "{provider} {mode} `{prompt}`: {ran}"
+        );
+        let audit = &ran["result"]["audit"];
+        assert_eq!(audit["violations"], json!([]), "{ran}");
+        assert_eq!(audit["tools"], tools, "{provider} `{prompt}`: {audit}");
+        if prompt.contains("EDIT") || prompt.contains("TOUCH") {
+            assert_eq!(ran["result"]["patch"]["status"], "pending", "{ran}");
+        } else {
+            assert!(ran["result"]["patch"].is_null(), "{ran}");
+        }
+    }
+    let (_, read) = run("claude", "READ a.txt", "observe");
+    assert_eq!(read["result"]["audit"]["by_name"], json!({"Read": 1}));
+    assert!(read["result"]["patch"].is_null(), "{read}");
+
+    // An observe run whose agent writes files anyway.
+    for (provider, prompt, tool) in [
+        ("claude", "EDIT notes.md hi", "Edit"),
+        ("codex", "EDIT notes.md hi", "file_change"),
+        ("codex", "TOUCH notes.md", "command_execution"),
+        ("fake", "EDIT notes.md hi", "Edit"),
+    ] {
+        let (code, ran) = run(provider, prompt, "observe");
+        assert_eq!((code, end(&ran)), (3, "violation"), "{provider}: {ran}");
+        assert_eq!(
+            broken(&ran),
+            pairs(&[("observe_changed_files", ""), ("observe_write", tool)]),
+            "{provider} `{prompt}`"
+        );
+        let result = &ran["result"];
+        assert_eq!(result["audit"]["violations"][0]["detail"], "notes.md");
+        assert_eq!(result["patch"]["status"], "violation", "{ran}");
+        assert_eq!(result["patch"]["files"], json!(["notes.md"]));
+        let worktree = PathBuf::from(result["worktree"].as_str().expect("worktree"));
+        assert!(
+            !worktree.join("notes.md").exists(),
+            "{provider}: the write is undone in the worktree"
+        );
+        assert!(
+            !repo.path().join("notes.md").exists(),
+            "and never reached the checkout"
+        );
+        assert!(
+            result["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("refs/palm/saved/"),
+            "the changes are kept on a private ref: {result}"
+        );
+    }
+
+    // An edit run that calls a shell tool: its edits are set aside with it.
+    for (provider, prompt, tool) in [
+        ("claude", "EDIT a.txt two SHELL", "Bash"),
+        ("codex", "EDIT a.txt two SHELL", "command_execution"),
+        ("fake", "EDIT a.txt two SHELL", "Bash"),
+    ] {
+        let (code, ran) = run(provider, prompt, "edit");
+        assert_eq!((code, end(&ran)), (3, "violation"), "{provider}: {ran}");
+        assert_eq!(
+            broken(&ran),
+            pairs(&[("command_in_edit", tool)]),
+            "{provider}"
+        );
+        let result = &ran["result"];
+        assert!(
+            result["audit"]["violations"][0]["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ls"),
+            "the command is the evidence: {result}"
+        );
+        assert_eq!(result["patch"]["status"], "violation", "{ran}");
+        let worktree = PathBuf::from(result["worktree"].as_str().expect("worktree"));
+        assert_eq!(
+            std::fs::read_to_string(worktree.join("a.txt")).expect("a.txt"),
+            "one\n",
+            "{provider}: the worktree is back to its state before the run"
+        );
+        assert!(
+            result["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("went past its authority"),
+            "{result}"
+        );
+    }
+    let (_, mcp) = run("claude", "TOOL mcp__github__create_issue", "edit");
+    assert_eq!(end(&mcp), "violation", "{mcp}");
+    assert_eq!(
+        broken(&mcp),
+        pairs(&[("outside_allowlist", "mcp__github__create_issue")])
+    );
+    assert!(mcp["result"]["patch"].is_null(), "no change, no patch");
+    let (_, observed_shell) = run("claude", "SHELL", "observe");
+    assert_eq!(
+        broken(&observed_shell),
+        pairs(&[("outside_allowlist", "Bash")]),
+        "Claude's observe mode has no shell"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).expect("checkout"),
+        "one\n",
+        "the checkout never saw any of it"
+    );
+
+    // `apply_on_success`: a job that goes on past a violation (force_success) lands its
+    // last patch within the ceiling, never the violation's.
+    let repo_text = repo.path().display().to_string();
+    let flow = format!(
+        "name: ceiling\npatches: apply_on_success\ntree:\n  sequence:\n    - agent: {{ provider: claude, prompt: \"EDIT good.txt ok\", mode: edit, repo: \"{repo_text}\" }}\n    - force_success: {{ do: {{ agent: {{ provider: claude, prompt: \"EDIT bad.txt no SHELL\", mode: edit, repo: \"{repo_text}\", save: bad }} }} }}\n    - succeed: {{}}\n"
+    );
+    let file = data.path().join("ceiling.yaml");
+    std::fs::write(&file, flow).expect("flow");
+    let ran = palm_env(
+        data.path(),
+        &["run", &file.display().to_string(), "--json"],
+        &env.vars(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    let job = ran.json()["job"].as_str().expect("job").to_owned();
+    assert!(
+        eventually(Duration::from_secs(10), || repo
+            .path()
+            .join("good.txt")
+            .exists()),
+        "the job's patch within its ceiling landed"
+    );
+    assert!(
+        !repo.path().join("bad.txt").exists(),
+        "the violation's patch is never applied"
+    );
+    let listed = palm_env(
+        data.path(),
+        &["patches", "list", "--job", &job, "--json"],
+        &[],
+    )
+    .json();
+    let statuses: Vec<&str> = listed["patches"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["violation", "applied"], "newest first: {listed}");
+    let violation = listed["patches"][0]["id"].as_str().expect("id").to_owned();
+    let refused = palm_env(
+        data.path(),
+        &["patches", "apply", &violation, "--json"],
+        &[],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(!repo.path().join("bad.txt").exists());
 }
 
 /// Flows with agent leaves on claude, codex and a declared CLI, on a running node: one

@@ -46,7 +46,11 @@ fn calc_repo() -> tempfile::TempDir {
     )
     .expect("manifest");
     std::fs::write(dir.path().join("src/lib.rs"), CALC).expect("lib");
-    std::fs::write(dir.path().join(".gitignore"), "target/\nCargo.lock\n").expect("ignore");
+    std::fs::write(
+        dir.path().join(".gitignore"),
+        "target/\nCargo.lock\n.palm/\n",
+    )
+    .expect("ignore");
     for args in [
         &["init", "-q", "-b", "main"][..],
         &["config", "user.email", "t@t"],
@@ -335,6 +339,13 @@ tree:
         check = bench.check(),
         repo = bench.repo.path().display()
     );
+    // With the checkout indexed, the ranking knows the risk of what each attempt touched.
+    let indexed = palm_env(
+        bench.data.path(),
+        &["index", "--repo", &bench.repo.path().display().to_string()],
+        &[],
+    );
+    assert_eq!(indexed.code, 0, "{}", indexed.stderr);
     let (code, doc) = bench.run("best", &flow);
     assert_eq!(code, 0, "{doc}");
     let job = doc["job"].as_str().expect("job").to_owned();
@@ -349,6 +360,7 @@ tree:
         .collect();
     assert_eq!(order, ["good", "sloppy", "bad"], "{choice}");
     assert_eq!(ranking[0]["tests_green"], true);
+    assert!(ranking[0]["risk"].as_u64().is_some(), "{choice}");
     assert_eq!(ranking[2]["tests_green"], false);
     assert!(ranking[0]["diff_lines"].as_u64() < ranking[1]["diff_lines"].as_u64());
     let reasons = choice["reasons"].as_array().expect("reasons");
@@ -361,7 +373,10 @@ tree:
         "{reasons:?}"
     );
     assert!(
-        reasons[2].as_str().unwrap_or("").contains("verify"),
+        reasons[2]
+            .as_str()
+            .unwrap_or("")
+            .contains("the attempt failed"),
         "{reasons:?}"
     );
     // Three worktrees, one per attempt; every patch stays reviewable, one is chosen.

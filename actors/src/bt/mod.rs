@@ -12,6 +12,7 @@
 //! `waiting` is a `running` that only a continue can move, and `idle` is py_trees' INVALID.
 
 mod rounds;
+mod team;
 mod tick;
 pub mod trace;
 
@@ -189,6 +190,8 @@ pub enum SpecKind {
         /// Blackboard key for the choice.
         save: String,
     },
+    /// See [`NodeKind::Team`].
+    Team(crate::definition::TeamSpec),
     /// A leaf that replays a script of statuses (the trace harness; never in flows).
     Scripted {
         /// Statuses returned by successive ticks.
@@ -225,6 +228,7 @@ impl SpecKind {
             SpecKind::UntilGreen { .. } => "until_green",
             SpecKind::Loop(_) => "loop",
             SpecKind::BestOf { .. } => "best_of",
+            SpecKind::Team(_) => "team",
             SpecKind::Scripted { .. } => "leaf",
         }
     }
@@ -436,6 +440,14 @@ impl Program {
                 children.push(self.add(&spec.body, resolve, depth)?);
                 detail = Some(format!("at most {} iterations", spec.rule.max_iterations));
                 SpecKind::Loop(spec.rule.clone())
+            }
+            NodeKind::Team(spec) => {
+                detail = Some(format!(
+                    "{} members, at most {} turns",
+                    spec.members.len(),
+                    spec.max_turns
+                ));
+                SpecKind::Team(spec.clone())
             }
             NodeKind::BestOf(spec) => {
                 children.push(self.add(&spec.attempt, resolve, depth)?);
@@ -721,6 +733,7 @@ enum NodeState {
     UntilGreen(rounds::GreenState),
     Loop(rounds::LoopState),
     BestOf(rounds::BestState),
+    Team(Box<team::TeamState>),
 }
 
 impl RtNode {
@@ -751,6 +764,7 @@ impl RtNode {
             SpecKind::UntilGreen { .. } => NodeState::UntilGreen(Default::default()),
             SpecKind::Loop(_) => NodeState::Loop(Default::default()),
             SpecKind::BestOf { .. } => NodeState::BestOf(Default::default()),
+            SpecKind::Team(_) => NodeState::Team(Default::default()),
             SpecKind::Invert
             | SpecKind::ForceSuccess
             | SpecKind::ForceFailure
@@ -1105,6 +1119,14 @@ impl Runtime {
         let spec_label = path;
         self.last_failure = Some(format!("{reason} (at node {spec_label})"));
         self.outcome = None;
+    }
+
+    /// A failure that only passes a child's on (a parallel's branch, a retry giving up):
+    /// how a loop or until_green below it ended still explains the job's end.
+    fn fail_passing_on(&mut self, path: &str, reason: String) {
+        let outcome = self.outcome.take();
+        self.fail(path, reason);
+        self.outcome = outcome;
     }
 
     fn write_state(&mut self, key: &str, value: serde_json::Value) {

@@ -55,6 +55,9 @@ pub(crate) struct LoopState {
 pub(crate) struct BestState {
     /// The ranking call in flight.
     ranking: Option<String>,
+    /// Which entry of this node this is (1, 2, ...): a best_of entered again (inside a
+    /// loop, a retry) gets fresh lanes, never the worktrees of an earlier entry.
+    entry: u32,
 }
 
 /// Records what a call made in a `best_of` lane produced (a compact summary).
@@ -470,9 +473,16 @@ fn read_report(report: &Value) -> Result<(String, String), String> {
     };
     match verdict {
         Some(v @ ("continue" | "done" | "no_op" | "blocked")) => Ok((v.to_owned(), signature)),
-        _ => Err(format!(
-            "the iteration's report {report} has no `state` of continue, done, no_op or blocked"
-        )),
+        _ => {
+            let shown = report.to_string();
+            let shown = match shown.char_indices().nth(200) {
+                Some((end, _)) => format!("{}...", &shown[..end]),
+                None => shown,
+            };
+            Err(format!(
+                "the iteration's report {shown} has no `state` of continue, done, no_op or blocked"
+            ))
+        }
     }
 }
 
@@ -538,7 +548,24 @@ pub(super) fn tick_best_of(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> 
     };
     let body = p.spec(node.spec).children[0];
     let path = node.path.to_string();
-    let lane_of = |i: u32| format!("b{}-{i}", path.replace('.', "_"));
+    if !node.status.is_running() {
+        // A per-path counter, like effect keys: the same on replay.
+        let entry = rt.next_key(&format!("{path}#entry"));
+        let entry = entry
+            .rsplit('/')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        node.state = NodeState::BestOf(BestState {
+            ranking: None,
+            entry,
+        });
+    }
+    let entry = match &node.state {
+        NodeState::BestOf(state) => state.entry,
+        _ => 1,
+    };
+    let lane_of = |i: u32| format!("b{}-{entry}-{i}", path.replace('.', "_"));
     let attempt = |i: u32| {
         let provider = if providers.is_empty() {
             Value::Null
@@ -559,7 +586,6 @@ pub(super) fn tick_best_of(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> 
         for i in 0..*n {
             rt.lanes.remove(&lane_of(i));
         }
-        node.state = NodeState::BestOf(BestState::default());
     }
     let ranking = match &node.state {
         NodeState::BestOf(state) => state.ranking.clone(),
@@ -633,7 +659,10 @@ pub(super) fn tick_best_of(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> 
             timeout_ms: Some(10 * 60 * 1000),
         },
     );
-    node.state = NodeState::BestOf(BestState { ranking: Some(key) });
+    node.state = NodeState::BestOf(BestState {
+        ranking: Some(key),
+        entry,
+    });
     node.status = Status::Running;
     Status::Running
 }

@@ -56,6 +56,7 @@ pub(super) fn tick_node(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Sta
         SpecKind::UntilGreen { .. } => super::rounds::tick_until_green(node, p, rt),
         SpecKind::Loop(_) => super::rounds::tick_loop(node, p, rt),
         SpecKind::BestOf { .. } => super::rounds::tick_best_of(node, p, rt),
+        SpecKind::Team(_) => super::team::tick_team(node, p, rt),
         _ => tick_leaf(node, p, rt),
     }
 }
@@ -220,7 +221,7 @@ fn tick_parallel(
         .count();
     let needed = success.count(count);
     let new = if failed >= failure.count(count).max(1) {
-        rt.fail(
+        rt.fail_passing_on(
             &node.path,
             format!("{failed} of {count} parallel branches failed"),
         );
@@ -863,6 +864,10 @@ pub(super) fn stop_node(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: S
         }
         SpecKind::UntilGreen { .. } | SpecKind::Loop(_) | SpecKind::BestOf { .. } => {
             super::rounds::terminate(node, p, rt);
+            node.status = new;
+        }
+        SpecKind::Team(_) => {
+            super::team::terminate(node, p, rt);
             node.status = new;
         }
         SpecKind::Invert

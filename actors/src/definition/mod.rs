@@ -20,8 +20,8 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use parse::{
-    ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, NODE_TYPES, RANK_PROVIDER, VERIFY_PARSERS,
-    VERIFY_PROVIDER, parse, parse_duration_ms,
+    AGENT_PROVIDER, ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, NODE_TYPES, RANK_PROVIDER,
+    VERIFY_PARSERS, VERIFY_PROVIDER, parse, parse_duration_ms, turn_schema,
 };
 
 /// A position in a source file (1-based line and column).
@@ -77,8 +77,50 @@ pub struct Definition {
     pub interests: Vec<crate::interest::InterestSpec>,
     /// What becomes of the patches its agent runs leave (`patches:`).
     pub patches: PatchPolicy,
+    /// Words for routing (`tags:`), lower case.
+    pub tags: Vec<String>,
+    /// The authority its agent runs need: declared (`authority:`), else the highest mode
+    /// of its agent leaves (observe when it has none).
+    pub authority: Authority,
+    /// `authority:` was written (not inferred).
+    pub authority_declared: bool,
     /// Where the source came from (a path or `<inline>`).
     pub origin: String,
+}
+
+/// What a flow's agents may do to a repository, lowest first: `observe` reads, `edit`
+/// changes files, `execute` also runs commands. `palm route` never starts a flow that
+/// needs more than its ceiling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Authority {
+    /// Reads only.
+    #[default]
+    Observe,
+    /// May change files.
+    Edit,
+    /// May change files and run commands.
+    Execute,
+}
+
+impl Authority {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Authority::Observe => "observe",
+            Authority::Edit => "edit",
+            Authority::Execute => "execute",
+        }
+    }
+
+    /// Parses a lower-case name.
+    pub fn parse(text: &str) -> Option<Authority> {
+        match text {
+            "observe" => Some(Authority::Observe),
+            "edit" => Some(Authority::Edit),
+            "execute" => Some(Authority::Execute),
+            _ => None,
+        }
+    }
 }
 
 /// `patches: review | apply_on_success`.
@@ -341,6 +383,46 @@ pub enum NodeKind {
     Loop(LoopSpec),
     /// N attempts at once, in separate worktrees; the best one wins.
     BestOf(BestOfSpec),
+    /// Agents of mixed providers working a board of tasks with dependencies.
+    Team(TeamSpec),
+}
+
+/// `team: {members, tasks, repo, check, max_turns, attempts, key, save}`.
+#[derive(Clone, Debug)]
+pub struct TeamSpec {
+    /// Who works, in order (an idle member takes the first ready task).
+    pub members: Vec<TeamMember>,
+    /// The board: a list of `{id, title, detail, depends_on}` (literal or a template).
+    pub tasks: ValueTemplate,
+    /// The checkout the members work on (one shared worktree: their runs take turns).
+    pub repo: Option<ValueTemplate>,
+    /// A check a task's turn must pass before the task is done (the completion gate).
+    pub check: Option<CallSpec>,
+    /// Member turns the team may take before it parks (resumable with more).
+    pub max_turns: u32,
+    /// Turns one task may take before it fails.
+    pub attempts: u32,
+    /// Each turn's time limit.
+    pub turn_timeout_ms: u64,
+    /// The wait key the team listens on (posts, claims, completions, more budget).
+    pub key: String,
+    /// Blackboard key of the board, kept up to date.
+    pub save: String,
+    /// The flow's `budget:`, handed to every turn.
+    pub budget: Vec<(String, ValueTemplate)>,
+}
+
+/// One member of a team.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TeamMember {
+    /// Its name on the board and in the mailbox.
+    pub name: String,
+    /// claude, codex or a declared agent.
+    pub provider: String,
+    /// Its authority (default edit).
+    pub mode: String,
+    /// The provider's model.
+    pub model: Option<String>,
 }
 
 /// `until_green: {verify: {...}, fix: <subtree>, max_rounds: 3, save: KEY}`.
@@ -465,6 +547,7 @@ impl NodeKind {
             NodeKind::UntilGreen(_) => "until_green",
             NodeKind::Loop(_) => "loop",
             NodeKind::BestOf(_) => "best_of",
+            NodeKind::Team(_) => "team",
         }
     }
 }

@@ -11,7 +11,9 @@ use crate::jsonschema::Schema;
 use crate::template::{Expr, ROOT_NAMES, Template, TemplateError};
 use std::collections::{BTreeSet, HashMap};
 
+mod team;
 mod verification;
+pub use team::turn_schema;
 pub use verification::{
     ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, RANK_PROVIDER, VERIFY_PARSERS, VERIFY_PROVIDER,
 };
@@ -45,6 +47,7 @@ pub const NODE_TYPES: &[&str] = &[
     "gate",
     "loop",
     "best_of",
+    "team",
 ];
 
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
@@ -55,6 +58,8 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "on",
     "budget",
     "patches",
+    "tags",
+    "authority",
     "tree",
 ];
 
@@ -563,16 +568,111 @@ impl Parser {
                 }
             },
         };
+        let tags = match options.get("tags") {
+            Some(node) => self.tags(node),
+            None => Vec::new(),
+        };
+        let declared = match options.get("authority") {
+            Some(node) => match node.as_str().and_then(super::Authority::parse) {
+                Some(authority) => Some((authority, node.span)),
+                None => {
+                    self.error(
+                        node.span,
+                        format!("`authority` must be observe, edit or execute, found {}", describe(node)),
+                        Some("the most the flow's agents may do: observe reads, edit changes files, execute also runs commands".to_owned()),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        let tree = tree?;
+        let authority = self.authority(&tree, declared);
         Some(Definition {
             name: name?,
             description,
             input,
-            tree: tree?,
+            tree,
             places,
             interests,
             patches,
+            tags,
+            authority,
+            authority_declared: declared.is_some(),
             origin: self.origin.clone(),
         })
+    }
+
+    /// `tags: [word, ...]`: lower-case words for routing.
+    fn tags(&mut self, node: &Spanned) -> Vec<String> {
+        let mut tags = Vec::new();
+        for tag in self.string_list(node, "`tags`") {
+            let clean = tag.trim().to_lowercase();
+            if clean.is_empty() || clean.len() > 64 || clean.chars().any(char::is_whitespace) {
+                self.error(
+                    node.span,
+                    format!("tag `{tag}` must be one word of at most 64 characters"),
+                    None,
+                );
+            } else if !tags.contains(&clean) {
+                tags.push(clean);
+            }
+        }
+        tags
+    }
+
+    /// The authority a flow needs: the highest mode among its agent leaves (a templated
+    /// mode counts as execute), checked against a declared `authority`, which must cover
+    /// every agent leaf and give each a literal mode.
+    fn authority(
+        &mut self,
+        tree: &Node,
+        declared: Option<(super::Authority, Span)>,
+    ) -> super::Authority {
+        let mut needed = super::Authority::Observe;
+        let mut problems = Vec::new();
+        tree.walk(&mut |node| {
+            let NodeKind::Call(call) = &node.kind else {
+                return;
+            };
+            if call.provider != AGENT_PROVIDER {
+                return;
+            }
+            let ValueTemplate::Map(args) = &call.args else {
+                return;
+            };
+            let mode = args.iter().find(|(key, _)| key == "mode").map(|(_, v)| v);
+            let (mode, literal) = match mode {
+                None => (super::Authority::Edit, true),
+                Some(ValueTemplate::Text(text)) => match super::Authority::parse(text.source()) {
+                    Some(mode) => (mode, true),
+                    None => (super::Authority::Execute, false),
+                },
+                Some(_) => (super::Authority::Execute, false),
+            };
+            needed = needed.max(mode);
+            if let Some((ceiling, _)) = declared {
+                if !literal {
+                    problems.push((
+                        node.span,
+                        format!("the flow declares `authority: {}`, so this agent's `mode` must be written out (observe, edit or execute), not a template", ceiling.as_str()),
+                    ));
+                } else if mode > ceiling {
+                    problems.push((
+                        node.span,
+                        format!("this agent runs in {} mode, more than the flow's `authority: {}`", mode.as_str(), ceiling.as_str()),
+                    ));
+                }
+            }
+        });
+        for (span, message) in problems {
+            self.error(
+                span,
+                message,
+                Some("raise the flow's `authority`, or lower the agent's `mode`".to_owned()),
+            );
+        }
+        declared.map_or(needed, |(ceiling, _)| ceiling)
     }
 
     /// `on:` — one trigger entry, or a list of them.
@@ -1034,6 +1134,7 @@ impl Parser {
             "gate" => self.gate(span, body),
             "loop" => self.loop_node(span, body),
             "best_of" => self.best_of(span, body),
+            "team" => self.team(span, body),
             _ => {
                 self.unknown_type(span, node_type);
                 None
@@ -2105,6 +2206,38 @@ mod tests {
     }
 
     #[test]
+    fn a_flows_authority_is_declared_or_inferred_and_covers_its_agents() {
+        let flow = |head: &str, mode: &str| {
+            format!(
+                "name: f\n{head}tree:\n  sequence:\n    - agent: {{ provider: claude, prompt: x{mode} }}\n    - gate: {{ agent: codex, criteria: y }}\n"
+            )
+        };
+        let parsed = |source: String| parse(&source, "f.yaml");
+        let inferred = parsed(flow("", "")).expect("parses");
+        assert_eq!(inferred.authority, super::super::Authority::Edit);
+        assert!(!inferred.authority_declared);
+        let observe = parsed(flow("", ", mode: observe")).expect("parses");
+        assert_eq!(observe.authority, super::super::Authority::Observe);
+        let templated = parsed(flow("", ", mode: \"{{ input.m }}\"")).expect("parses");
+        assert_eq!(templated.authority, super::super::Authority::Execute);
+        let declared = parsed(flow("authority: execute\ntags: [Fix, bug]\n", "")).expect("parses");
+        assert_eq!(declared.authority, super::super::Authority::Execute);
+        assert_eq!(declared.tags, ["fix", "bug"]);
+        let too_low = parsed(flow("authority: observe\n", ", mode: edit"))
+            .expect_err("an edit agent under an observe ceiling");
+        assert!(
+            too_low[0]
+                .message
+                .contains("more than the flow's `authority: observe`")
+        );
+        assert_eq!(too_low[0].span.line, 5, "the agent's line");
+        let templated = parsed(flow("authority: execute\n", ", mode: \"{{ input.m }}\""))
+            .expect_err("a templated mode under a declared ceiling");
+        assert!(templated[0].message.contains("must be written out"));
+        assert!(parsed(flow("authority: root\n", "")).is_err());
+    }
+
+    #[test]
     fn every_shape_of_every_node_parses() {
         let source = r#"
 name: all-nodes
@@ -2143,6 +2276,7 @@ tree:
       - gate: { human: { key: review, prompt: "ship?" } }
       - loop: { do: { set: { iteration: done } }, max_iterations: 3, stagnation: 2, every: 1s, timeout: 1h, key: "l-{{ input.who }}", save: looped }
       - best_of: { n: 2, providers: [claude, codex], attempt: { agent: { prompt: "try {{ attempt.index }}" } }, rank: [verify, diff_size] }
+      - team: { members: [{name: ann, provider: claude}, {name: ben, provider: codex, mode: observe}], tasks: [{id: a, title: x}, {id: b, depends_on: [a]}], repo: ".", check: "cargo test", max_turns: 9, attempts: 2, turn_timeout: 5m }
 "#;
         let definition = parse(source, "f.yaml").unwrap_or_else(|d| panic!("{d:#?}"));
         let mut types = Vec::new();

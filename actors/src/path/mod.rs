@@ -180,19 +180,38 @@ pub enum SubmitError {
     },
 }
 
-/// The key of the first `loop` in a flow, rendered against a job's input: `None` for a
-/// flow without a loop; the flow's name when its loop gives no `key` (or the key does not
-/// render, which validation makes rare).
-pub fn loop_key(definition: &Definition, input: &serde_json::Value) -> Option<String> {
-    let mut found = None;
-    definition.tree.walk(&mut |node| {
-        if found.is_none()
-            && let crate::definition::NodeKind::Loop(spec) = &node.kind
-        {
-            found = Some(spec.key.clone());
+/// The key of the first `loop` in a flow (looking into its subflows, as `resolve` finds
+/// them), rendered against a job's input: `None` for a flow without a loop; the flow's
+/// name when its loop gives no `key` (or the key does not render: a key reads `input`
+/// only, since a job's state does not exist yet when it is submitted).
+pub fn loop_key(
+    definition: &Definition,
+    input: &serde_json::Value,
+    resolve: &dyn Fn(&str) -> Option<Arc<Definition>>,
+) -> Option<String> {
+    fn find(
+        definition: &Definition,
+        resolve: &dyn Fn(&str) -> Option<Arc<Definition>>,
+        depth: usize,
+    ) -> Option<Option<crate::template::Template>> {
+        let mut found = None;
+        let mut subflows = Vec::new();
+        definition.tree.walk(&mut |node| match &node.kind {
+            crate::definition::NodeKind::Loop(spec) if found.is_none() => {
+                found = Some(spec.key.clone());
+            }
+            crate::definition::NodeKind::Subflow { flow } => subflows.push(flow.clone()),
+            _ => {}
+        });
+        if found.is_some() || depth >= crate::bt::SUBFLOW_DEPTH_MAX {
+            return found;
         }
-    });
-    let template = found?;
+        subflows
+            .iter()
+            .filter_map(|name| resolve(name))
+            .find_map(|inner| find(&inner, resolve, depth + 1))
+    }
+    let template = find(definition, resolve, 0)?;
     let state = serde_json::Value::Object(Default::default());
     let rendered = template.and_then(|t| {
         t.render_string(&crate::template::Scope::new(input, &state, &[]))
@@ -1119,24 +1138,6 @@ impl JobPath {
             .definition
             .prepare_input(fields)
             .map_err(SubmitError::InvalidInput)?;
-        // One loop per key at a time: the key is rendered from the input, and every live
-        // job of a flow with a loop is asked for its own.
-        if let Some(key) = loop_key(&stored.definition, &input) {
-            for (id, core) in &self.jobs {
-                if core.status().is_terminal() {
-                    continue;
-                }
-                let Some(theirs) = self.definition(core.flow(), Some(core.revision())) else {
-                    continue;
-                };
-                if loop_key(&theirs.definition, core.engine().input()).as_deref() == Some(&key) {
-                    return Err(SubmitError::AlreadyRunning {
-                        key,
-                        job: id.clone(),
-                    });
-                }
-            }
-        }
         let started_by = request.started_by;
         if let Some(by) = &started_by {
             self.starts.insert(by.key.clone(), String::new());
@@ -1211,6 +1212,39 @@ impl JobPath {
         pins.into_iter().collect()
     }
 
+    /// One loop per key at a time (a submit and a spawn alike): the key is rendered from
+    /// the input, and every live job of a flow with a loop is asked for its own.
+    fn check_loop_key(
+        &self,
+        definition: &Definition,
+        input: &serde_json::Value,
+    ) -> Result<(), SubmitError> {
+        let resolve = |name: &str| {
+            self.definition(name, None)
+                .map(|d| Arc::clone(&d.definition))
+        };
+        let Some(key) = loop_key(definition, input, &resolve) else {
+            return Ok(());
+        };
+        for (id, core) in &self.jobs {
+            if core.status().is_terminal() {
+                continue;
+            }
+            let Some(theirs) = self.definition(core.flow(), Some(core.revision())) else {
+                continue;
+            };
+            if loop_key(&theirs.definition, core.engine().input(), &resolve).as_deref()
+                == Some(&key)
+            {
+                return Err(SubmitError::AlreadyRunning {
+                    key,
+                    job: id.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn start_job(
         &mut self,
         now: u64,
@@ -1219,6 +1253,7 @@ impl JobPath {
         parent: Option<ParentLink>,
         started_by: Option<StartedBy>,
     ) -> Result<String, SubmitError> {
+        self.check_loop_key(&stored.definition, &input)?;
         let subflows = self.pin_subflows(&stored.definition);
         let program = program_for(
             &self.definitions,

@@ -323,6 +323,8 @@ fn nextest_status(line: &str) -> Option<(&str, &str)> {
 fn parse_nextest(text: &str) -> Found {
     let lines: Vec<&str> = text.lines().collect();
     let mut found = Found::default();
+    // Names already found, so the closing list's repeats cost one lookup each.
+    let mut named: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (i, line) in lines.iter().enumerate() {
         let t = line.trim();
         if let Some(summary) = t.strip_prefix("Summary [")
@@ -355,14 +357,10 @@ fn parse_nextest(text: &str) -> Found {
             f.message = format!("{status} (nextest)");
         }
         // The closing list repeats the status lines with no output under them.
-        if f.file.is_none()
-            && found
-                .failures
-                .iter()
-                .any(|g: &super::Failure| g.name == f.name)
-        {
+        if f.file.is_none() && named.contains(&f.name) {
             continue;
         }
+        named.insert(f.name.clone());
         found.failures.push(f);
     }
     found

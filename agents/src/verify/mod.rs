@@ -120,6 +120,10 @@ pub struct Parsed {
     pub passed: Option<u64>,
     /// Tests failed, when the output says.
     pub failed: Option<u64>,
+    /// [`signature`] of every failure found, before the cap.
+    pub signature: String,
+    /// Distinct failures found, before the cap.
+    pub total: usize,
 }
 
 /// Parses a test run's output.
@@ -275,12 +279,18 @@ fn finish(parser: Parser, found: Found) -> Parsed {
     let mut failures = found.failures;
     failures.sort_by(|a, b| (&a.name, &a.file, a.line).cmp(&(&b.name, &b.file, b.line)));
     failures.dedup_by(|b, a| a.name == b.name && a.file == b.file && a.line == b.line);
+    // The signature and the count see every failure: two runs that differ only past the
+    // cap must not look alike.
+    let signature = signature(&failures);
+    let total = failures.len();
     failures.truncate(FAILURES_MAX);
     Parsed {
         parser,
         failures,
         passed: found.passed,
         failed: found.failed,
+        signature,
+        total,
     }
 }
 

@@ -392,6 +392,9 @@ impl Desk {
                             "name": d.record.name,
                             "revision": d.record.revision,
                             "description": d.definition.description,
+                            "tags": d.definition.tags,
+                            "authority": d.definition.authority.as_str(),
+                            "inputs": d.definition.input.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
                             "origin": d.record.origin,
                             "added_at": d.record.added_at,
                         })

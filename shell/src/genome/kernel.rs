@@ -687,8 +687,10 @@ fn apply_patches(data: &std::path::Path, job: &str) {
     let mut seen = std::collections::BTreeSet::new();
     for patch in listed {
         let repo = patch["repo"].as_str().unwrap_or_default().to_owned();
-        // A `best_of` loser's patch stays for review, never applied on its own.
-        if patch["status"] != "pending" || patch["chosen"] == false || !seen.insert(repo) {
+        // A `best_of` attempt's patch (it has a lane) lands only as the chosen winner; a
+        // loser's, or one of a best_of halted before it chose, stays for review.
+        let unchosen = !patch["lane"].is_null() && patch["chosen"] != true;
+        if patch["status"] != "pending" || unchosen || !seen.insert(repo) {
             continue;
         }
         let id = patch["id"].as_str().unwrap_or_default();

@@ -13,10 +13,15 @@
 //!    goes on stdin (claude, codex) or in `PALM_PROMPT_FILE` (a declared CLI).
 //! 4. Its stdout is parsed line by line and kept as the run's transcript (bounded, under
 //!    `DATA/agents/runs/`), its stderr's end kept for errors.
-//! 5. Afterwards the worktree is snapshotted again. An observe run that changed files is
-//!    a `violation`: its changes are set aside on the snapshot's ref and undone in the
-//!    worktree. Otherwise a change becomes the job's patch (base commit plus binary diff,
-//!    secret-scanned), stored under `DATA/patches/`.
+//! 5. Afterwards the worktree is snapshotted again, and the run is audited against its
+//!    mode (`palm_agents::audit`): the tool uses its transcript (or usage file) reported,
+//!    and the files it changed. A run past its authority (an observe run that changed
+//!    files or used a writing tool, a tool outside the mode's allowlist, a command in
+//!    edit mode) is a `violation`: its changes are set aside on the snapshot's ref, undone
+//!    in the worktree, and stored as a `violation` patch that is never applied; the
+//!    saved result's `audit` keeps the evidence. Otherwise a change becomes the job's
+//!    patch (base commit plus binary diff, secret-scanned), stored under
+//!    `DATA/patches/`.
 //! 6. A `schema` asks for the final answer as JSON satisfying it; a cost above
 //!    `budget_usd` ends the run as `budget`.
 //!
@@ -28,11 +33,12 @@ use crate::genome::gated::{
     self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, read_tail, stop_group,
 };
 use crate::genome::provider::DeclaredAgent;
+use palm_agents::audit;
 use palm_agents::custom::{self, Exit};
 use palm_agents::git::{self, Worktree};
 use palm_agents::provision::{self, Provision};
 use palm_agents::secrets;
-use palm_agents::{AgentResult, AgentSpec, End, Mode, RunSummary};
+use palm_agents::{AgentResult, AgentSpec, End, RunSummary};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -266,33 +272,63 @@ impl Agents {
             }
         }
         // What the run did to the worktree.
-        let mut patch = None;
+        let mut after = None;
+        let mut changed = Vec::new();
         if let (Some(tree), Some(before)) = (&worktree, &before) {
-            let after = snapshot(
+            let now = snapshot(
                 tree,
                 &git::saved_ref(&ctx.effect.job, &format!("{tag}-after")),
                 "after an agent run",
             )
             .await?;
-            if after.tree != before.tree {
-                if spec.mode == Mode::Observe {
-                    end = End::Violation;
-                    error = Some(format!(
-                        "an observe run changed files; its changes are kept on {} and undone in the worktree",
-                        git::saved_ref(&ctx.effect.job, &format!("{tag}-after"))
-                    ));
-                    let tree_copy = tree.clone();
-                    let before_tree = before.tree.clone();
-                    blocking(move || {
-                        git::restore(&tree_copy, &before_tree).map_err(|e| e.to_string())
-                    })
-                    .await?;
+            if now.tree != before.tree {
+                changed = changed_files(tree, &before.tree, &now.tree).await?;
+                if changed.is_empty() {
+                    changed.push("(the worktree's tree changed)".to_owned());
                 }
-                patch = Some(
-                    self.store_patch(ctx, &spec, tree, &after.tree, end == End::Violation)
-                        .await?,
-                );
             }
+            after = Some(now);
+        }
+        // The run against its authority: the tool uses it reported, the files it changed.
+        let kind = audit::Kind::of(&spec.provider, declared.is_some());
+        let violations = audit::audit(spec.mode, kind, &summary.tools, &changed);
+        if !violations.is_empty() {
+            end = End::Violation;
+            let listed: Vec<String> = violations.iter().take(3).map(|v| v.to_string()).collect();
+            let more = match violations.len() {
+                n if n > 3 => format!(" and {} more", n - 3),
+                _ => String::new(),
+            };
+            let mut why = format!(
+                "a run in {} mode went past its authority: {}{more}",
+                spec.mode.as_str(),
+                listed.join("; ")
+            );
+            if !changed.is_empty() {
+                why.push_str(&format!(
+                    "; its changes are kept on {} and undone in the worktree",
+                    git::saved_ref(&ctx.effect.job, &format!("{tag}-after"))
+                ));
+            }
+            error = Some(why);
+        }
+        let audit = audit::Audit::of(&summary, violations);
+        let mut patch = None;
+        if let (Some(tree), Some(before), Some(after)) = (&worktree, &before, &after)
+            && after.tree != before.tree
+        {
+            if end == End::Violation {
+                // The worktree goes back to its state before the run; the changes stay
+                // on the `-after` ref, and the patch is stored as `violation`.
+                let tree_copy = tree.clone();
+                let before_tree = before.tree.clone();
+                blocking(move || git::restore(&tree_copy, &before_tree).map_err(|e| e.to_string()))
+                    .await?;
+            }
+            patch = Some(
+                self.store_patch(ctx, &spec, tree, &after.tree, end == End::Violation)
+                    .await?,
+            );
         }
         let result = AgentResult {
             end,
@@ -308,6 +344,7 @@ impl Agents {
             error: error.clone(),
             usage: summary.usage.clone(),
             transcript: ran.transcript,
+            audit: Some(audit),
             duration_ms: started.elapsed().as_millis() as u64,
         };
         let value = result.to_json();
@@ -695,6 +732,7 @@ fn ended_before_running(
         error: Some(why.clone()),
         usage: Value::Null,
         transcript: Value::Null,
+        audit: None,
         duration_ms: started.elapsed().as_millis() as u64,
     };
     Failure {
@@ -977,6 +1015,26 @@ fn answer_as_json(text: &str, schema: &Value) -> Result<Value, String> {
     }
 }
 
+/// The files that differ between two snapshots' trees (renames as a delete and an add).
+async fn changed_files(tree: &Worktree, from: &str, to: &str) -> Result<Vec<String>, Failure> {
+    let (path, from, to) = (tree.path.clone(), from.to_owned(), to.to_owned());
+    blocking(move || {
+        git::git(
+            &path,
+            &["diff", "--name-only", "--no-renames", "-z", &from, &to],
+            &[],
+        )
+        .map(|out| {
+            out.split('\0')
+                .filter(|f| !f.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .map_err(|e| e.to_string())
+    })
+    .await
+}
+
 pub(crate) async fn snapshot(
     tree: &Worktree,
     reference: &str,
@@ -1010,11 +1068,11 @@ impl Provider for Agents {
     fn describe(&self) -> Value {
         json!({
             "name": "agent",
-            "description": "a coding agent run (the `agent` leaf): claude, codex or a CLI under `agents:` in palm.yaml, in the job's worktree; saves {end, provider, session_id, turns, cost_usd, text, structured, worktree, patch}",
+            "description": "a coding agent run (the `agent` leaf): claude, codex or a CLI under `agents:` in palm.yaml, in the job's worktree, audited against its mode afterwards; saves {end, provider, session_id, turns, cost_usd, text, structured, worktree, patch, audit}",
             "args": {
                 "provider": format!("one of: {} (required)", self.known()),
                 "prompt": "the task (required)",
-                "mode": "observe, edit (default) or execute",
+                "mode": "observe, edit (default) or execute: the authority ceiling; a run past it ends `violation`",
                 "repo": "a git checkout; default: the node's working directory",
                 "model": "the provider's model",
                 "max_turns": "stop after this many turns",

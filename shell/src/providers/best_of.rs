@@ -129,10 +129,12 @@ fn candidate(attempt: &Value, wants_risk: bool) -> Candidate {
                 .collect()
         })
         .unwrap_or_default();
+    // The checkout the attempt worked on (its index, if it has one, knows the history);
+    // the lane's worktree has no index of its own.
     let repo = agent
-        .and_then(|a| a["worktree"].as_str())
+        .and_then(|a| a["repo"].as_str().or(a["worktree"].as_str()))
         .map(PathBuf::from)
-        .filter(|p| p.is_dir());
+        .filter(|p| p.is_absolute() && p.is_dir());
     let risk = match (wants_risk, RISK.get(), &repo) {
         (true, Some(scorer), Some(repo)) if !files.is_empty() => scorer(repo, &files),
         _ => None,

@@ -12,13 +12,12 @@
 
 use super::agent::job_workdir;
 use super::{CallContext, CallFuture, Failure, Provider, cut};
-use crate::genome::gated::{self, GroupGuard, Program, open_gate, stop_group};
+use crate::genome::gated::{self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, stop_group};
 use palm_agents::git;
 use palm_agents::verify::{self, Parser};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The most of a check's output kept (as its log artifact and for the parsers).
 pub const LOG_BYTES_MAX: usize = 16 << 20;
@@ -105,22 +104,33 @@ impl Verify {
             git::content_id(ctx.effect.key.as_bytes())
         ));
         let started = Instant::now();
-        let ran = run_check(ctx, &cmd, &dir, timeout_ms, &log_path).await?;
+        let started_at = std::time::SystemTime::now();
+        let mut ran = run_check(ctx, &cmd, &dir, timeout_ms, &log_path).await?;
         let duration_ms = started.elapsed().as_millis() as u64;
-        let report = match optional("report") {
-            Some(report) => Some(read_report(&dir.join(report))?),
-            None => None,
-        };
-        let text = String::from_utf8_lossy(&ran.output);
-        let parsed = verify::parse(parser, &cmd, &text, report.as_deref());
+        // A report the check did not write this time (a build that failed before the
+        // tests ran, a stale file of an earlier round) is no evidence: the log decides.
+        let report =
+            optional("report").and_then(|report| read_report(&dir.join(report), started_at));
+        let output = std::mem::take(&mut ran.output);
+        let command = cmd.clone();
+        let (parsed, text) = tokio::task::spawn_blocking(move || {
+            let text = String::from_utf8_lossy(&output).into_owned();
+            (
+                verify::parse(parser, &command, &text, report.as_deref()),
+                text,
+            )
+        })
+        .await
+        .map_err(|e| Failure::new(format!("verify: the parser stopped: {e}")))?;
         let mut failures = parsed.failures;
+        let (mut signature, mut total) = (parsed.signature, parsed.total);
         let exited_well = ran.exit_code == Some(0) && !ran.timed_out;
         if !exited_well && failures.is_empty() {
             failures.push(synthetic_failure(&ran, &text));
+            signature = verify::signature(&failures);
+            total = 1;
         }
         let ok = exited_well && failures.is_empty();
-        let signature = verify::signature(&failures);
-        let total = failures.len();
         let listed: Vec<Value> = failures
             .iter()
             .take(ANSWER_FAILURES_MAX)
@@ -185,8 +195,11 @@ struct Ran {
     truncated: bool,
 }
 
-/// Runs `cmd` in `dir` under the effect gate, its stdout and stderr into one stream,
-/// written to `log_path` as it comes.
+/// Runs `cmd` in `dir` under the effect gate. Its stdout and stderr (the shell's own
+/// errors included) share one pipe, so the log has them in the order they were written;
+/// a reader thread writes it to `log_path` as it comes. The check ends when the shell
+/// exits: output is drained for a moment after, then the group is killed, so a
+/// background process that keeps the pipe open cannot hold the check to its timeout.
 async fn run_check(
     ctx: &CallContext<'_>,
     cmd: &str,
@@ -194,17 +207,29 @@ async fn run_check(
     timeout_ms: u64,
     log_path: &Path,
 ) -> Result<Ran, Failure> {
-    // One stream, in the order the command wrote it: failures and their summary lines
-    // are interleaved across stdout and stderr by most test runners.
-    let script = format!("{{\n{cmd}\n}} 2>&1");
-    let mut process = gated::command(&Program::Shell(&script));
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| Failure::new(format!("verify: cannot make a pipe: {e}")))?;
+    let writer_too = writer
+        .try_clone()
+        .map_err(|e| Failure::new(format!("verify: cannot make a pipe: {e}")))?;
+    let mut process = gated::command(&Program::Shell(cmd));
     process
         .current_dir(dir)
+        .stdout(writer)
+        .stderr(writer_too)
         .env("PALM_JOB_ID", &ctx.effect.job)
         .env("PALM_EFFECT_KEY", &ctx.effect.key);
-    let mut child = process
-        .spawn()
-        .map_err(|e| Failure::new(format!("verify: cannot start sh: {e}")))?;
+    let spawned = process.spawn();
+    // The command holds this side's copies of the write end: without dropping them the
+    // reader would never see the end of the output.
+    drop(process);
+    let mut child = spawned.map_err(|e| Failure::new(format!("verify: cannot start sh: {e}")))?;
+    let log = std::fs::File::create(log_path)
+        .map_err(|e| Failure::new(format!("verify: cannot write {}: {e}", log_path.display())))?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(read_log(reader, log));
+    });
     let pgid = child.id();
     let Some(recorded) = open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, b"").await
     else {
@@ -214,102 +239,104 @@ async fn run_check(
         ));
     };
     let guard = GroupGuard(pgid);
-    let mut log = tokio::fs::File::create(log_path)
-        .await
-        .map_err(|e| Failure::new(format!("verify: cannot write {}: {e}", log_path.display())))?;
-    let Some(mut stdout) = child.stdout.take() else {
-        return Err(Failure::new("verify: the command has no output pipe"));
-    };
-    drop(child.stderr.take());
-    let mut output = Vec::new();
-    let mut bytes = 0u64;
-    let mut buffer = vec![0u8; 64 * 1024];
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
-    let mut timed_out = false;
-    loop {
-        match tokio::time::timeout_at(deadline, stdout.read(&mut buffer)).await {
-            Err(_) => {
-                timed_out = true;
-                break;
-            }
-            Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => {
-                bytes += n as u64;
-                let room = LOG_BYTES_MAX.saturating_sub(output.len());
-                let kept = &buffer[..n.min(room)];
-                if !kept.is_empty() {
-                    output.extend_from_slice(kept);
-                    log.write_all(kept).await.map_err(|e| {
-                        Failure::new(format!("verify: cannot write {}: {e}", log_path.display()))
-                    })?;
-                }
-            }
-        }
-    }
-    let status = if timed_out {
-        stop_group(&mut child, pgid).await;
-        None
-    } else {
-        match tokio::time::timeout_at(deadline, child.wait()).await {
-            Ok(Ok(status)) => Some(status),
-            Ok(Err(e)) => return Err(Failure::new(format!("verify: {e}"))),
-            Err(_) => {
-                timed_out = true;
-                stop_group(&mut child, pgid).await;
-                None
-            }
+    let status = match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
+        Ok(Ok(status)) => Some(status),
+        Ok(Err(e)) => return Err(Failure::new(format!("verify: {e}"))),
+        Err(_) => {
+            stop_group(&mut child, pgid).await;
+            None
         }
     };
+    let mut done_rx = done_rx;
+    let drained =
+        tokio::time::timeout(Duration::from_millis(DRAIN_AFTER_EXIT_MS), &mut done_rx).await;
+    // Whatever is left of the group (a background process holding the pipe) goes now,
+    // which closes the pipe and ends the reader.
     drop(guard);
     drop(recorded);
-    let truncated = bytes > output.len() as u64;
-    if truncated {
-        let note = format!(
-            "\n[palm: the output went on for {} more bytes, not kept]\n",
-            bytes - output.len() as u64
-        );
-        let _ = log.write_all(note.as_bytes()).await;
+    let read = match drained {
+        Ok(read) => read,
+        Err(_) => done_rx.await,
     }
-    let _ = log.flush().await;
+    .map_err(|_| Failure::new("verify: the log reader stopped"))?
+    .map_err(|e| Failure::new(format!("verify: cannot write {}: {e}", log_path.display())))?;
     Ok(Ran {
         exit_code: status.and_then(|s| s.code()),
-        timed_out,
-        output,
-        bytes,
-        truncated,
+        timed_out: status.is_none(),
+        truncated: read.1 > read.0.len() as u64,
+        output: read.0,
+        bytes: read.1,
     })
 }
 
-fn read_report(path: &Path) -> Result<String, Failure> {
+/// Copies the check's output to its log, keeping the first [`LOG_BYTES_MAX`] bytes (in
+/// memory too, for the parsers); answers them and how many bytes came in all.
+fn read_log(
+    mut reader: std::io::PipeReader,
+    mut log: std::fs::File,
+) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::{Read, Write};
+    let mut output = Vec::new();
+    let mut bytes = 0u64;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        bytes += n as u64;
+        let room = LOG_BYTES_MAX.saturating_sub(output.len());
+        let kept = &buffer[..n.min(room)];
+        if !kept.is_empty() {
+            output.extend_from_slice(kept);
+            log.write_all(kept)?;
+        }
+    }
+    if bytes > output.len() as u64 {
+        writeln!(
+            log,
+            "\n[palm: the output went on for {} more bytes, not kept]",
+            bytes - output.len() as u64
+        )?;
+    }
+    log.flush()?;
+    Ok((output, bytes))
+}
+
+/// A report file written since the check started, or `None` (missing, stale,
+/// unreadable: the log is parsed instead).
+fn read_report(path: &Path, since: std::time::SystemTime) -> Option<String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| {
-        Failure::new(format!(
-            "verify: cannot read the report {}: {e}",
-            path.display()
-        ))
-    })?;
+    let file = std::fs::File::open(path).ok()?;
+    let modified = file.metadata().and_then(|m| m.modified()).ok()?;
+    // File times can be coarser than the clock: a second's slack.
+    if modified + Duration::from_secs(1) < since {
+        return None;
+    }
     let mut text = String::new();
-    file.take(REPORT_BYTES_MAX)
-        .read_to_string(&mut text)
-        .map_err(|e| {
-            Failure::new(format!(
-                "verify: cannot read the report {}: {e}",
-                path.display()
-            ))
-        })?;
-    Ok(text)
+    file.take(REPORT_BYTES_MAX).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// The failure of a red check the parsers found nothing in: named by how it ended (a
 /// stable name, so equal endings compare equal), its message the output's last lines.
 fn synthetic_failure(ran: &Ran, text: &str) -> verify::Failure {
-    let name = if ran.timed_out {
-        "(the check timed out)".to_owned()
+    let ending = if ran.timed_out {
+        "the check timed out".to_owned()
     } else {
         match ran.exit_code {
-            Some(code) => format!("(the check exited {code})"),
-            None => "(the check was killed by a signal)".to_owned(),
+            Some(code) => format!("the check exited {code}"),
+            None => "the check was killed by a signal".to_owned(),
         }
+    };
+    // The first error line (a compiler's, an interpreter's) names the failure, without
+    // the places it points at: fixing one build error into another is progress, and
+    // must not read as the same failure.
+    let name = match first_error(text) {
+        Some(error) => format!("({ending}: {error})"),
+        None => format!("({ending})"),
     };
     let lines: Vec<&str> = text
         .lines()
@@ -324,6 +351,30 @@ fn synthetic_failure(ran: &Ran, text: &str) -> verify::Failure {
         line: None,
         message: cut(&message, ANSWER_MESSAGE_BYTES_MAX).to_owned(),
     }
+}
+
+/// The first line of `text` that reports an error, with paths and `file:line`
+/// locations taken out (they move between runs), at most 200 bytes.
+fn first_error(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|line| {
+        let lower = line.to_ascii_lowercase();
+        lower.starts_with("error")
+            || lower.contains("error:")
+            || lower.contains("error[")
+            || lower.starts_with("fatal")
+            || lower.contains("exception")
+    })?;
+    let located = |word: &str| {
+        word.split(':')
+            .skip(1)
+            .any(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let cleaned: String = line
+        .split_whitespace()
+        .filter(|word| !(word.contains('/') || word.starts_with("-->") || located(word)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(cut(&cleaned, 200).to_owned())
 }
 
 impl Provider for Verify {
@@ -348,5 +399,24 @@ impl Provider for Verify {
 
     fn call<'a>(&'a self, ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
         Box::pin(async move { self.run(&ctx, args).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_build_error_names_its_failure_without_the_places_it_points_at() {
+        let one = "   Compiling calc v0.1.0\nerror[E0425]: cannot find value `x` in this scope\n --> src/lib.rs:2:5\n";
+        let moved = "error[E0425]: cannot find value `x` in this scope\n --> src/lib.rs:9:1\n";
+        let other = "error[E0308]: mismatched types\n --> src/lib.rs:2:5\n";
+        assert_eq!(first_error(one), first_error(moved));
+        assert_ne!(first_error(one), first_error(other));
+        assert_eq!(
+            first_error("src/main.py:3: error: name 'x' is not defined").as_deref(),
+            Some("error: name 'x' is not defined")
+        );
+        assert_eq!(first_error("all good\n"), None);
     }
 }

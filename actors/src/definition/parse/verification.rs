@@ -35,8 +35,10 @@ pub const GATE_TIMEOUT_MS_DEFAULT: u64 = 20 * 60 * 1000;
 const CALL_GRACE_MS: u64 = 60_000;
 /// Most attempts one `best_of` runs.
 pub const BEST_OF_MAX: u32 = 16;
-/// Most rounds an `until_green` or iterations a `loop` may be given.
+/// Most iterations a `loop` may be given.
 pub const ROUNDS_MAX: u32 = 10_000;
+/// Most fixes an `until_green` may be given (its evidence keeps every round).
+pub const FIX_ROUNDS_MAX: u32 = 100;
 /// The names bound inside an `until_green`'s `fix`.
 pub const FIX_BINDINGS: [&str; 3] = ["failures", "verify", "round"];
 /// The name bound inside a `best_of`'s `attempt`.
@@ -88,7 +90,7 @@ impl Parser {
 
     /// `verify: "cargo test"` or `verify: {cmd, cwd, parser, timeout, repo, report, save,
     /// needs, name}`: the call a check makes, its `save` and its `name`.
-    fn verify_call(
+    pub(super) fn verify_call(
         &mut self,
         span: Span,
         body: &Spanned,
@@ -445,7 +447,7 @@ impl Parser {
             None => None,
         };
         let max_rounds = match options.get("max_rounds") {
-            Some(node) => self.rounds(node, "`max_rounds`")?,
+            Some(node) => self.rounds(node, "`max_rounds`", FIX_ROUNDS_MAX)?,
             None => 3,
         };
         let save = options
@@ -471,12 +473,12 @@ impl Parser {
         })
     }
 
-    fn rounds(&mut self, node: &Spanned, what: &str) -> Option<u32> {
+    fn rounds(&mut self, node: &Spanned, what: &str, max: u32) -> Option<u32> {
         let n = self.positive_integer(node, what)?;
-        if n > i64::from(ROUNDS_MAX) {
+        if n > i64::from(max) {
             self.error(
                 node.span,
-                format!("{what} must be at most {ROUNDS_MAX}, found {n}"),
+                format!("{what} must be at most {max}, found {n}"),
                 None,
             );
             return None;
@@ -509,15 +511,15 @@ impl Parser {
             None => "iteration".to_owned(),
         };
         let max_iterations = match options.get("max_iterations") {
-            Some(node) => self.rounds(node, "`max_iterations`")?,
+            Some(node) => self.rounds(node, "`max_iterations`", ROUNDS_MAX)?,
             None => 10,
         };
         let stagnation = match options.get("stagnation") {
-            Some(node) => self.rounds(node, "`stagnation`")?,
+            Some(node) => self.rounds(node, "`stagnation`", ROUNDS_MAX)?,
             None => 3,
         };
         let max_errors = match options.get("max_errors") {
-            Some(node) => self.rounds(node, "`max_errors`")?,
+            Some(node) => self.rounds(node, "`max_errors`", ROUNDS_MAX)?,
             None => 3,
         };
         let every_ms = match options.get("every") {

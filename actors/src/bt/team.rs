@@ -1,0 +1,742 @@
+//! `team`: members of mixed providers working a durable board of tasks.
+//!
+//! The board, the claims and the mailbox are this node's state, rebuilt by replay like
+//! every node's: a member's turn is an `agent` call (claimed by a seat under a lease, run
+//! at least once, completed once), a task's completion gate is a `verify` call, and what
+//! people and members post (`palm team post`, MCP) arrives as continues of the team's
+//! standing wait. So a team survives any restart: an interrupted turn runs again, a
+//! completed one is never run twice, and no message is lost.
+//!
+//! Scheduling is deterministic: an idle member (in the order the flow lists them) takes
+//! the task it claimed, else the first open task whose dependencies are done. Members
+//! share the job's worktree on the repo, so their runs take turns in it (the agent
+//! provider locks a worktree per run). When the team has used its `max_turns`, nothing
+//! new starts: the team parks (`waiting`) until someone gives it more.
+
+use super::tick::stop_node;
+use super::{
+    Command, EffectRequest, NodeState, Outcome, Parked, Program, RtNode, Runtime, SpecKind,
+};
+use super::{Delivery, Status, render_value};
+use crate::definition::{AGENT_PROVIDER, TeamSpec, turn_schema};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Most tasks on one board.
+pub const TASKS_MAX: usize = 500;
+/// Most messages kept (the oldest go first).
+pub const MAILBOX_MAX: usize = 1000;
+/// The longest message kept.
+const MESSAGE_BYTES_MAX: usize = 4096;
+/// How much longer a turn's call may take than the turn itself.
+const TURN_GRACE_MS: u64 = 60_000;
+
+/// Where a team is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct TeamState {
+    tasks: Vec<Task>,
+    members: Vec<Member>,
+    mailbox: Vec<Value>,
+    sent: BTreeMap<String, u64>,
+    turns: u32,
+    max_turns: u32,
+    cost_usd: f64,
+    repo: Option<String>,
+    park: Option<String>,
+    /// The last post refused (unknown task, unknown member).
+    refused: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Task {
+    id: String,
+    title: String,
+    detail: String,
+    depends_on: Vec<String>,
+    /// open | claimed | checking | done | failed
+    status: &'static str,
+    owner: Option<String>,
+    /// A member that claimed it through a post, to take it next.
+    wanted_by: Option<String>,
+    attempts: u32,
+    summary: Option<String>,
+    last_failure: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Member {
+    name: String,
+    provider: String,
+    mode: String,
+    model: Option<String>,
+    busy: Option<Busy>,
+    /// Messages read so far (an index into the mailbox's sequence numbers).
+    seen: u64,
+    turns: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Busy {
+    task: usize,
+    key: String,
+    checking: bool,
+    /// The member said it completed the task (a `complete` post during its turn).
+    reported: bool,
+}
+
+fn state(node: &mut RtNode) -> &mut TeamState {
+    match &mut node.state {
+        NodeState::Team(state) => state,
+        _ => unreachable!("a team node has team state"),
+    }
+}
+
+/// What a standing wait accepts: a post, a claim, a completion, more budget.
+fn ops_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["op"],
+        "properties": {
+            "op": {"enum": ["post", "claim", "complete", "budget"]},
+            "from": {"type": "string"},
+            "to": {"type": "string"},
+            "text": {"type": "string"},
+            "member": {"type": "string"},
+            "task": {"type": "string"},
+            "turns": {"type": "integer", "minimum": 1}
+        }
+    })
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// Reads the board a flow gives: `[{id, title, detail, depends_on}]`, checked (unique
+/// ids, known dependencies, no cycle).
+fn read_tasks(value: &Value) -> Result<Vec<Task>, String> {
+    let Some(items) = value.as_array() else {
+        return Err(format!("team tasks must be a list, not {value}"));
+    };
+    if items.len() > TASKS_MAX {
+        return Err(format!(
+            "a team board holds at most {TASKS_MAX} tasks, not {}",
+            items.len()
+        ));
+    }
+    let mut tasks: Vec<Task> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let text = |field: &str| item.get(field).and_then(Value::as_str).map(str::to_owned);
+        let id = text("id").ok_or_else(|| format!("team task {i} has no `id`"))?;
+        if tasks.iter().any(|t| t.id == id) {
+            return Err(format!("two team tasks have the id `{id}`"));
+        }
+        let depends_on: Vec<String> = match item.get("depends_on") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(deps)) => deps
+                .iter()
+                .map(|d| {
+                    d.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| format!("task `{id}`: depends_on holds {d}, not a task id"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(format!(
+                    "task `{id}`: depends_on must be a list, not {other}"
+                ));
+            }
+        };
+        tasks.push(Task {
+            title: text("title").unwrap_or_else(|| id.clone()),
+            detail: text("detail").unwrap_or_default(),
+            id,
+            depends_on,
+            status: "open",
+            owner: None,
+            wanted_by: None,
+            attempts: 0,
+            summary: None,
+            last_failure: None,
+        });
+    }
+    for task in &tasks {
+        if let Some(missing) = task
+            .depends_on
+            .iter()
+            .find(|d| !tasks.iter().any(|t| &t.id == *d))
+        {
+            return Err(format!(
+                "task `{}` depends on `{missing}`, which is not on the board",
+                task.id
+            ));
+        }
+    }
+    // A cycle would leave its tasks open forever: refuse it up front (Kahn's order).
+    let mut done: Vec<bool> = vec![false; tasks.len()];
+    loop {
+        let next = (0..tasks.len()).find(|&i| {
+            !done[i]
+                && tasks[i].depends_on.iter().all(|d| {
+                    tasks
+                        .iter()
+                        .position(|t| &t.id == d)
+                        .is_some_and(|j| done[j])
+                })
+        });
+        match next {
+            Some(i) => done[i] = true,
+            None => break,
+        }
+    }
+    if let Some(i) = done.iter().position(|d| !d) {
+        return Err(format!("task `{}` is in a dependency cycle", tasks[i].id));
+    }
+    Ok(tasks)
+}
+
+impl TeamState {
+    fn ready(&self, i: usize) -> bool {
+        let task = &self.tasks[i];
+        task.status == "open"
+            && task
+                .depends_on
+                .iter()
+                .all(|d| self.tasks.iter().any(|t| &t.id == d && t.status == "done"))
+    }
+
+    fn post(&mut self, from: &str, to: &str, text: &str) {
+        let seq = self.sent.entry(from.to_owned()).or_insert(0);
+        *seq += 1;
+        let number = self
+            .mailbox
+            .last()
+            .and_then(|m| m["n"].as_u64())
+            .unwrap_or(0)
+            + 1;
+        self.mailbox.push(json!({
+            "n": number,
+            "from": from,
+            "seq": *seq,
+            "to": to,
+            "text": cut(text, MESSAGE_BYTES_MAX),
+        }));
+        if self.mailbox.len() > MAILBOX_MAX {
+            self.mailbox.remove(0);
+        }
+    }
+
+    /// The board as saved (`state.<save>`) and shown by `palm team status`.
+    fn board(&self, parked: Option<&str>) -> Value {
+        json!({
+            "tasks": self.tasks.iter().map(|t| json!({
+                "id": t.id, "title": t.title, "status": t.status, "owner": t.owner,
+                "depends_on": t.depends_on, "attempts": t.attempts, "summary": t.summary,
+                "last_failure": t.last_failure,
+            })).collect::<Vec<_>>(),
+            "members": self.members.iter().map(|m| json!({
+                "name": m.name, "provider": m.provider, "mode": m.mode, "turns": m.turns,
+                "working_on": m.busy.as_ref().map(|b| self.tasks[b.task].id.clone()),
+            })).collect::<Vec<_>>(),
+            "mailbox": self.mailbox,
+            "turns": self.turns,
+            "max_turns": self.max_turns,
+            "cost_usd": (self.cost_usd * 10_000.0).round() / 10_000.0,
+            "parked": parked,
+            "refused": self.refused,
+        })
+    }
+
+    fn prompt(&self, job: &str, member: usize, task: usize) -> String {
+        let me = &self.members[member];
+        let t = &self.tasks[task];
+        let mut text = format!(
+            "You are {}, one of a team of {} working together. Your task now: [{}] {}\n",
+            me.name,
+            self.members.len(),
+            t.id,
+            t.title
+        );
+        if !t.detail.is_empty() {
+            text.push_str(&format!("{}\n", t.detail));
+        }
+        if let Some(failure) = &t.last_failure {
+            text.push_str(&format!(
+                "Your last attempt at it did not pass: {failure}\n"
+            ));
+        }
+        text.push_str("\nThe board:\n");
+        for other in &self.tasks {
+            let owner = other
+                .owner
+                .as_deref()
+                .map(|o| format!(" ({o})"))
+                .unwrap_or_default();
+            let waits = if other.depends_on.is_empty() {
+                String::new()
+            } else {
+                format!(", after {}", other.depends_on.join(", "))
+            };
+            text.push_str(&format!(
+                "- [{}] {}: {}{owner}{waits}\n",
+                other.status, other.id, other.title
+            ));
+        }
+        let unread: Vec<&Value> = self
+            .mailbox
+            .iter()
+            .filter(|m| m["n"].as_u64().unwrap_or(0) > me.seen)
+            .filter(|m| m["from"] != me.name.as_str())
+            .filter(|m| m["to"] == "all" || m["to"] == me.name.as_str())
+            .collect();
+        if !unread.is_empty() {
+            text.push_str("\nMessages for you:\n");
+            for m in unread {
+                text.push_str(&format!(
+                    "- from {}: {}\n",
+                    m["from"].as_str().unwrap_or("?"),
+                    m["text"].as_str().unwrap_or("")
+                ));
+            }
+        }
+        text.push_str(&format!(
+            "\nThe team is job {job}: Palm's MCP tool palm_team (team: \"{job}\") reads the \
+             board and the mailbox, posts messages and claims tasks.\n"
+        ));
+        text.push_str(
+            "\nWhen your turn ends, answer with one JSON object and nothing else: \
+             {\"done\": true|false, \"summary\": \"what you did\", \"messages\": \
+             [{\"to\": \"a member's name or all\", \"text\": \"...\"}]}.",
+        );
+        text
+    }
+}
+
+fn park(rt: &mut Runtime, spec: &TeamSpec, path: &str) -> String {
+    let park = rt.next_key(path);
+    let parked = Parked {
+        key: spec.key.clone(),
+        park: park.clone(),
+        path: path.to_owned(),
+        prompt: Some(
+            "post to the team: {\"op\": \"post\", \"text\"} | {\"op\": \"claim\", \"member\", \"task\"} | {\"op\": \"complete\", \"member\", \"task\"} | {\"op\": \"budget\", \"turns\"}".to_owned(),
+        ),
+        choices: Vec::new(),
+        schema: Some(ops_schema().into()),
+        since: rt.now,
+    };
+    rt.parked.push(parked.clone());
+    rt.commands.push(Command::Park(parked));
+    park
+}
+
+fn unpark(rt: &mut Runtime, spec: &TeamSpec, park: Option<String>) {
+    if let Some(park) = park
+        && let Some(i) = rt.parked.iter().position(|p| p.park == park)
+    {
+        rt.parked.remove(i);
+        rt.deliveries.remove(&park);
+        rt.commands.push(Command::Unpark {
+            key: spec.key.clone(),
+            park,
+        });
+    }
+}
+
+/// Applies one post to the team (see [`ops_schema`]).
+fn apply_op(team: &mut TeamState, op: &Value) {
+    let text = |field: &str| op.get(field).and_then(Value::as_str).unwrap_or("");
+    team.refused = None;
+    match text("op") {
+        "post" => {
+            let from = match text("from") {
+                "" => "person",
+                from => from,
+            };
+            let to = match text("to") {
+                "" => "all",
+                to => to,
+            };
+            team.post(from, to, text("text"));
+        }
+        "claim" => {
+            let member = text("member");
+            match team.tasks.iter().position(|t| t.id == text("task")) {
+                Some(i)
+                    if team.tasks[i].status == "open"
+                        && team.members.iter().any(|m| m.name == member) =>
+                {
+                    team.tasks[i].wanted_by = Some(member.to_owned());
+                }
+                _ => {
+                    team.refused = Some(format!(
+                        "claim of `{}` by `{member}`: no such open task or member",
+                        text("task")
+                    ));
+                }
+            }
+        }
+        "complete" => {
+            let member = text("member");
+            let task = text("task");
+            let found = team
+                .members
+                .iter_mut()
+                .find(|m| m.name == member)
+                .and_then(|m| m.busy.as_mut().filter(|b| !b.checking));
+            match found {
+                Some(busy) if team.tasks[busy.task].id == task => busy.reported = true,
+                _ => {
+                    team.refused = Some(format!(
+                        "completion of `{task}` by `{member}`: it is not that member's task in progress"
+                    ));
+                }
+            }
+        }
+        "budget" => {
+            let more = op.get("turns").and_then(Value::as_u64).unwrap_or(0);
+            team.max_turns = team
+                .max_turns
+                .saturating_add(u32::try_from(more).unwrap_or(u32::MAX));
+        }
+        _ => {}
+    }
+}
+
+/// Ticks a team. See the module docs.
+pub(super) fn tick_team(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Status {
+    let SpecKind::Team(spec) = &p.spec(node.spec).kind else {
+        unreachable!("a team node has team spec");
+    };
+    let path = node.path.to_string();
+    if !node.status.is_running() {
+        let scope = rt.scope();
+        let tasks = render_value(&spec.tasks, &scope).map_err(|e| format!("team tasks: {e}"));
+        let repo = match &spec.repo {
+            Some(repo) => render_value(repo, &scope)
+                .map(|v| v.as_str().map(str::to_owned))
+                .map_err(|e| format!("team repo: {e}")),
+            None => Ok(None),
+        };
+        let read = tasks
+            .and_then(|t| read_tasks(&t))
+            .and_then(|t| Ok((t, repo?)));
+        let (tasks, repo) = match read {
+            Ok(read) => read,
+            Err(reason) => {
+                rt.fail(&path, reason);
+                stop_node(node, p, rt, Status::Failure);
+                return Status::Failure;
+            }
+        };
+        let mut team = TeamState {
+            tasks,
+            members: spec
+                .members
+                .iter()
+                .map(|m| Member {
+                    name: m.name.clone(),
+                    provider: m.provider.clone(),
+                    mode: m.mode.clone(),
+                    model: m.model.clone(),
+                    busy: None,
+                    seen: 0,
+                    turns: 0,
+                })
+                .collect(),
+            max_turns: spec.max_turns,
+            repo,
+            ..TeamState::default()
+        };
+        team.park = Some(park(rt, spec, &path));
+        node.state = NodeState::Team(Box::new(team));
+    }
+    // Posts first: a claim or more budget changes what starts now.
+    if let Some(key) = state(node).park.clone()
+        && let Some(Delivery::Continued(op)) = rt.deliveries.remove(&key)
+    {
+        rt.parked.retain(|p| p.park != key);
+        apply_op(state(node), &op);
+        let again = park(rt, spec, &path);
+        state(node).park = Some(again);
+    }
+    // Turns and checks that ended.
+    for m in 0..state(node).members.len() {
+        let Some(busy) = state(node).members[m].busy.clone() else {
+            continue;
+        };
+        let Some(outcome) = rt.take_outcome(&busy.key) else {
+            continue;
+        };
+        let (ok, value, error) = match outcome {
+            Outcome::Call { ok, value, error } => (ok, value.0, error),
+            other => (
+                false,
+                Value::Null,
+                Some(format!("unexpected outcome {other:?}")),
+            ),
+        };
+        let team = state(node);
+        let member_name = team.members[m].name.clone();
+        if busy.checking {
+            team.members[m].busy = None;
+            let task = &mut team.tasks[busy.task];
+            if value["ok"] == true {
+                task.status = "done";
+            } else {
+                let names: Vec<&str> = value["failures"]
+                    .as_array()
+                    .map(|f| {
+                        f.iter()
+                            .filter_map(|x| x["name"].as_str())
+                            .take(10)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let why = if names.is_empty() {
+                    error.unwrap_or_else(|| "the check failed".to_owned())
+                } else {
+                    format!("the check failed: {}", names.join(", "))
+                };
+                reopen(task, why, spec.attempts);
+            }
+            continue;
+        }
+        team.turns += 1;
+        team.members[m].turns += 1;
+        team.cost_usd += value["cost_usd"].as_f64().unwrap_or(0.0);
+        let answer = &value["structured"];
+        for message in answer["messages"].as_array().into_iter().flatten() {
+            let to = message["to"].as_str().unwrap_or("all").to_owned();
+            let text = message["text"].as_str().unwrap_or("").to_owned();
+            if !text.is_empty() {
+                team.post(&member_name, &to, &text);
+            }
+        }
+        let read_up_to = team
+            .mailbox
+            .last()
+            .and_then(|m| m["n"].as_u64())
+            .unwrap_or(0);
+        team.members[m].seen = read_up_to;
+        let done = ok && (answer["done"] != false || busy.reported);
+        let task = &mut team.tasks[busy.task];
+        task.summary = answer["summary"]
+            .as_str()
+            .map(|s| cut(s, MESSAGE_BYTES_MAX));
+        if !done {
+            let why = error.unwrap_or_else(|| "the member said it is not done".to_owned());
+            team.members[m].busy = None;
+            reopen(&mut team.tasks[busy.task], why, spec.attempts);
+            continue;
+        }
+        match &spec.check {
+            Some(check) => {
+                task.status = "checking";
+                match render_value(&check.args, &rt.scope()) {
+                    Ok(args) => {
+                        let key = rt.start_effect(
+                            &path,
+                            EffectRequest::Call {
+                                provider: check.provider.clone(),
+                                args: args.into(),
+                                needs: check.needs.clone(),
+                                timeout_ms: check.timeout_ms,
+                            },
+                        );
+                        state(node).members[m].busy = Some(Busy {
+                            task: busy.task,
+                            key,
+                            checking: true,
+                            reported: false,
+                        });
+                    }
+                    Err(err) => {
+                        let team = state(node);
+                        team.members[m].busy = None;
+                        reopen(&mut team.tasks[busy.task], format!("check args: {err}"), 0);
+                    }
+                }
+            }
+            None => {
+                task.status = "done";
+                team.members[m].busy = None;
+            }
+        }
+    }
+    // Idle members take work, while the budget lasts.
+    for m in 0..state(node).members.len() {
+        let team = state(node);
+        if team.members[m].busy.is_some() || team.turns_started() >= team.max_turns {
+            continue;
+        }
+        let name = team.members[m].name.clone();
+        let wanted = (0..team.tasks.len())
+            .find(|&i| team.ready(i) && team.tasks[i].wanted_by.as_deref() == Some(&name));
+        let next = wanted.or_else(|| {
+            (0..team.tasks.len()).find(|&i| team.ready(i) && team.tasks[i].wanted_by.is_none())
+        });
+        let Some(i) = next else {
+            continue;
+        };
+        let prompt = team.prompt(&rt.job, m, i);
+        let member = &team.members[m];
+        let mut args = serde_json::Map::new();
+        args.insert("provider".into(), json!(member.provider));
+        args.insert("prompt".into(), json!(prompt));
+        args.insert("mode".into(), json!(member.mode));
+        if let Some(repo) = &team.repo {
+            args.insert("repo".into(), json!(repo));
+        }
+        if let Some(model) = &member.model {
+            args.insert("model".into(), json!(model));
+        }
+        args.insert("schema".into(), turn_schema());
+        args.insert("timeout_ms".into(), json!(spec.turn_timeout_ms));
+        for (key, template) in &spec.budget {
+            if let Ok(value) = render_value(template, &rt.scope()) {
+                args.insert(key.clone(), value);
+            }
+        }
+        let key = rt.start_effect(
+            &path,
+            EffectRequest::Call {
+                provider: AGENT_PROVIDER.to_owned(),
+                args: Value::Object(args).into(),
+                needs: Vec::new(),
+                timeout_ms: Some(spec.turn_timeout_ms.saturating_add(TURN_GRACE_MS)),
+            },
+        );
+        let team = state(node);
+        team.tasks[i].status = "claimed";
+        team.tasks[i].owner = Some(name);
+        team.tasks[i].wanted_by = None;
+        team.members[m].busy = Some(Busy {
+            task: i,
+            key,
+            checking: false,
+            reported: false,
+        });
+    }
+    let team = state(node);
+    let busy = team.members.iter().any(|m| m.busy.is_some());
+    let all_done = team.tasks.iter().all(|t| t.status == "done");
+    let ready = (0..team.tasks.len()).any(|i| team.ready(i));
+    let parked = (!busy && ready && !all_done).then_some("budget");
+    let board = team.board(parked);
+    rt.write_state(&spec.save, board);
+    if all_done {
+        let park = state(node).park.take();
+        unpark(rt, spec, park);
+        stop_node(node, p, rt, Status::Success);
+        return Status::Success;
+    }
+    if busy {
+        node.status = Status::Running;
+        return Status::Running;
+    }
+    if ready {
+        // Out of turns: parked until someone gives the team more.
+        node.status = Status::Waiting;
+        return Status::Waiting;
+    }
+    let team = state(node);
+    let failed: Vec<String> = team
+        .tasks
+        .iter()
+        .filter(|t| t.status == "failed")
+        .map(|t| {
+            format!(
+                "{} ({})",
+                t.id,
+                t.last_failure.as_deref().unwrap_or("failed")
+            )
+        })
+        .collect();
+    let park = team.park.take();
+    unpark(rt, spec, park);
+    rt.fail(
+        &path,
+        format!("the team cannot finish: failed tasks {}", failed.join("; ")),
+    );
+    stop_node(node, p, rt, Status::Failure);
+    Status::Failure
+}
+
+impl TeamState {
+    /// Turns taken plus turns in flight (a turn in flight counts against the budget).
+    fn turns_started(&self) -> u32 {
+        let in_flight = self
+            .members
+            .iter()
+            .filter(|m| m.busy.as_ref().is_some_and(|b| !b.checking))
+            .count() as u32;
+        self.turns + in_flight
+    }
+}
+
+fn reopen(task: &mut Task, why: String, attempts: u32) {
+    task.attempts += 1;
+    task.last_failure = Some(cut(&why, MESSAGE_BYTES_MAX));
+    task.owner = None;
+    task.status = if attempts > 0 && task.attempts >= attempts {
+        "failed"
+    } else {
+        "open"
+    };
+}
+
+/// Releases a halted team: its members' turns and checks, and its standing wait.
+pub(super) fn terminate(node: &mut RtNode, p: &Program, rt: &mut Runtime) {
+    let SpecKind::Team(spec) = &p.spec(node.spec).kind else {
+        return;
+    };
+    let NodeState::Team(team) = &mut node.state else {
+        return;
+    };
+    for member in team.members.iter_mut() {
+        if let Some(busy) = member.busy.take() {
+            rt.cancel_effect(&busy.key);
+        }
+    }
+    let park = team.park.take();
+    unpark(rt, spec, park);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_board_is_checked_before_anyone_works() {
+        let ok = read_tasks(&json!([
+            {"id": "a", "title": "first"},
+            {"id": "b", "depends_on": ["a"]}
+        ]))
+        .expect("a board");
+        assert_eq!(ok[1].title, "b");
+        for (board, expected) in [
+            (json!({"id": "a"}), "must be a list"),
+            (json!([{"title": "x"}]), "has no `id`"),
+            (json!([{"id": "a"}, {"id": "a"}]), "two team tasks"),
+            (
+                json!([{"id": "a", "depends_on": ["z"]}]),
+                "not on the board",
+            ),
+            (
+                json!([{"id": "a", "depends_on": ["b"]}, {"id": "b", "depends_on": ["a"]}]),
+                "cycle",
+            ),
+        ] {
+            let err = read_tasks(&board).expect_err("refused");
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! `palm team start|status|post|resume|stop`: a team of agents on a durable board. A team
+//! is a job of a one-node flow (`team:`), so it lives in the store like any job: it
+//! survives restarts, parks when its turns run out, and its board is its saved state.
+
+use crate::cli::{TeamCommand, TeamStartArgs};
+use crate::commands::{WAIT_SLICE_MS, spinner};
+use crate::ctx::{Ctx, print};
+use crate::exit::{CliError, CliResult, Code};
+use palm_api::protocol::{FlowArg, Request};
+use palm_node::target::Target;
+use serde_json::{Value, json};
+
+/// The wait key a team listens on (the flow `palm team start` writes uses the default).
+const TEAM_KEY: &str = "team";
+
+/// `NAME=PROVIDER[:MODE]`.
+fn member(text: &str) -> Result<Value, CliError> {
+    let bad = || {
+        CliError::usage(
+            "invalid_input",
+            format!("--member takes NAME=PROVIDER or NAME=PROVIDER:MODE, not `{text}`"),
+        )
+    };
+    let (name, rest) = text.split_once('=').ok_or_else(bad)?;
+    let (provider, mode) = match rest.split_once(':') {
+        Some((provider, mode)) => (provider, mode),
+        None => (rest, "edit"),
+    };
+    if name.is_empty() || provider.is_empty() {
+        return Err(bad());
+    }
+    Ok(json!({"name": name, "provider": provider, "mode": mode}))
+}
+
+/// The flow of a team: its members, its board (the tasks file, YAML or JSON, placed under
+/// `tasks:` as written) and its limits.
+fn team_flow(args: &TeamStartArgs, tasks: &str) -> Result<String, CliError> {
+    let members: Vec<Value> = args
+        .members
+        .iter()
+        .map(|m| member(m))
+        .collect::<Result<_, _>>()?;
+    if members.is_empty() {
+        return Err(CliError::usage(
+            "invalid_input",
+            "a team needs at least one --member NAME=PROVIDER",
+        ));
+    }
+    // The tasks file may be a list or `{tasks: [...]}`.
+    let body: Vec<&str> = tasks.lines().collect();
+    let listed = body
+        .iter()
+        .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .is_some_and(|l| !l.trim_start().starts_with("tasks:"));
+    let tasks_yaml = if listed {
+        body.iter()
+            .map(|l| format!("      {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        body.iter()
+            .skip_while(|l| !l.trim_start().starts_with("tasks:"))
+            .skip(1)
+            .map(|l| format!("    {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut flow = format!(
+        "name: team\ndescription: a team of {} on a board of tasks\ntree:\n  team:\n    members: {}\n    tasks:\n{tasks_yaml}\n",
+        members.len(),
+        Value::Array(members)
+    );
+    let repo = match &args.repo {
+        Some(dir) => Some(std::fs::canonicalize(dir).map_err(|e| {
+            CliError::usage("invalid_input", format!("--repo {}: {e}", dir.display()))
+        })?),
+        None => None,
+    };
+    if let Some(repo) = &repo {
+        flow.push_str(&format!(
+            "    repo: {}\n",
+            json!(repo.display().to_string())
+        ));
+    }
+    if let Some(check) = &args.check {
+        let mut spec = json!({"cmd": check});
+        if let Some(repo) = &repo {
+            spec["repo"] = json!(repo.display().to_string());
+        }
+        flow.push_str(&format!("    check: {spec}\n"));
+    }
+    if let Some(turns) = args.max_turns {
+        flow.push_str(&format!("    max_turns: {turns}\n"));
+    }
+    Ok(flow)
+}
+
+/// Waits for a team to settle (done, failed, or parked) and prints its board.
+async fn settle_and_print(ctx: &Ctx, target: &mut Target, job: &str) -> CliResult {
+    let bar = spinner(ctx, format!("team {job}"));
+    let view = palm_api::verbs::settle(
+        target,
+        job,
+        crate::control::WAIT_MS_MAX,
+        WAIT_SLICE_MS,
+        |_, _| std::future::ready(()),
+    )
+    .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let view = view?;
+    let doc = team_doc(&view);
+    print(ctx, &doc, print_team);
+    let outcome = view["outcome"].as_str();
+    Ok(view["status"]
+        .as_str()
+        .and_then(palm_actors::job::JobStatus::parse)
+        .map_or(Code::Ok, |s| Code::for_job(s, outcome)))
+}
+
+/// The team as `palm team status --json` shows it: the job's status and its board.
+fn team_doc(view: &Value) -> Value {
+    let board = view["state"]
+        .as_object()
+        .and_then(|state| {
+            state
+                .values()
+                .find(|v| v.get("tasks").is_some() && v.get("mailbox").is_some())
+        })
+        .cloned()
+        .unwrap_or(Value::Null);
+    json!({
+        "team": view["job"],
+        "status": view["status"],
+        "error": view["error"],
+        "board": board,
+    })
+}
+
+fn print_team(out: &crate::output::Output, v: &Value) {
+    let board = &v["board"];
+    println!(
+        "team {}  {}  {} of {} turns{}",
+        out.bold(v["team"].as_str().unwrap_or_default()),
+        out.status(v["status"].as_str().unwrap_or_default()),
+        board["turns"],
+        board["max_turns"],
+        if board["parked"] == "budget" {
+            " · parked: out of turns (palm team resume TEAM --turns N)"
+        } else {
+            ""
+        }
+    );
+    if let Some(error) = v["error"].as_str() {
+        println!("  {}", out.red(error));
+    }
+    for task in board["tasks"].as_array().into_iter().flatten() {
+        let owner = task["owner"]
+            .as_str()
+            .map(|o| format!(" ({o})"))
+            .unwrap_or_default();
+        println!(
+            "  [{}] {}: {}{owner}",
+            task["status"].as_str().unwrap_or_default(),
+            task["id"].as_str().unwrap_or_default(),
+            task["title"].as_str().unwrap_or_default()
+        );
+    }
+    for m in board["members"].as_array().into_iter().flatten() {
+        let doing = m["working_on"]
+            .as_str()
+            .map(|t| format!(" · on {t}"))
+            .unwrap_or_default();
+        println!(
+            "  member {} ({}, {}) · {} turns{doing}",
+            m["name"].as_str().unwrap_or_default(),
+            m["provider"].as_str().unwrap_or_default(),
+            m["mode"].as_str().unwrap_or_default(),
+            m["turns"]
+        );
+    }
+    let mail = board["mailbox"].as_array().map_or(0, Vec::len);
+    if mail > 0 {
+        println!("  mailbox: {mail} message(s); the latest:");
+        let mailbox = board["mailbox"].as_array().cloned().unwrap_or_default();
+        for m in &mailbox[mailbox.len().saturating_sub(5)..] {
+            println!(
+                "    {} → {}: {}",
+                m["from"].as_str().unwrap_or_default(),
+                m["to"].as_str().unwrap_or_default(),
+                m["text"].as_str().unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// `palm team ...`.
+pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
+    match command {
+        TeamCommand::Start(args) => {
+            let tasks = std::fs::read_to_string(&args.tasks).map_err(|e| {
+                CliError::usage(
+                    "invalid_input",
+                    format!("cannot read {}: {e}", args.tasks.display()),
+                )
+            })?;
+            let source = team_flow(&args, &tasks)?;
+            let mut target = Target::driving(&ctx.data, None).await?;
+            let result = async {
+                let submitted = target
+                    .call(Request::Submit {
+                        flow: FlowArg::Source {
+                            source,
+                            origin: format!("<palm team start {}>", args.tasks.display()),
+                        },
+                        input: Default::default(),
+                        args: Vec::new(),
+                        started_by: None,
+                    })
+                    .await?;
+                let job = submitted["job"].as_str().unwrap_or_default().to_owned();
+                if args.no_wait {
+                    print(
+                        ctx,
+                        &json!({"team": job, "status": submitted["status"]}),
+                        |o, v| {
+                            println!(
+                                "team {} started",
+                                o.bold(v["team"].as_str().unwrap_or_default())
+                            );
+                        },
+                    );
+                    return Ok(Code::Ok);
+                }
+                settle_and_print(ctx, &mut target, &job).await
+            }
+            .await;
+            target.finish().await;
+            result
+        }
+        TeamCommand::Status { team } => {
+            let view = crate::commands::one_call(
+                ctx,
+                palm_node::target::Access::Read,
+                Request::Status { job: team },
+            )
+            .await?;
+            print(ctx, &team_doc(&view), print_team);
+            Ok(Code::Ok)
+        }
+        TeamCommand::Post {
+            team,
+            text,
+            to,
+            from,
+        } => {
+            let mut input = json!({"op": "post", "text": text});
+            if let Some(to) = to {
+                input["to"] = json!(to);
+            }
+            if let Some(from) = from {
+                input["from"] = json!(from);
+            }
+            let result = crate::commands::one_call(
+                ctx,
+                palm_node::target::Access::Write,
+                Request::Continue {
+                    job: team.clone(),
+                    key: TEAM_KEY.to_owned(),
+                    input,
+                },
+            )
+            .await?;
+            print(
+                ctx,
+                &json!({"team": team, "posted": true, "status": result["status"]}),
+                |_, v| {
+                    println!("posted to team {}", v["team"].as_str().unwrap_or_default());
+                },
+            );
+            Ok(Code::Ok)
+        }
+        TeamCommand::Resume { team, turns } => {
+            let mut target = Target::driving(&ctx.data, None).await?;
+            let result = async {
+                target
+                    .call(Request::Continue {
+                        job: team.clone(),
+                        key: TEAM_KEY.to_owned(),
+                        input: json!({"op": "budget", "turns": turns}),
+                    })
+                    .await?;
+                settle_and_print(ctx, &mut target, &team).await
+            }
+            .await;
+            target.finish().await;
+            result
+        }
+        TeamCommand::Stop { team } => {
+            let result = crate::commands::one_call(
+                ctx,
+                palm_node::target::Access::Write,
+                Request::Cancel {
+                    job: team.clone(),
+                    reason: Some("the team was stopped".into()),
+                },
+            )
+            .await?;
+            print(
+                ctx,
+                &json!({"team": team, "status": result["status"]}),
+                |o, v| {
+                    println!(
+                        "team {} {}",
+                        o.bold(v["team"].as_str().unwrap_or_default()),
+                        o.status("cancelled")
+                    );
+                },
+            );
+            Ok(Code::Ok)
+        }
+    }
+}
