@@ -88,6 +88,15 @@ pub fn at_revision(flow: FlowArg, revision: Option<u32>) -> Result<FlowArg, CliE
     }
 }
 
+/// A team's board in its job's status view: the state value a `team` node saves (the
+/// one with `tasks` and a `mailbox`, whatever its key).
+pub fn team_board(view: &Value) -> Option<&Value> {
+    view["state"]
+        .as_object()?
+        .values()
+        .find(|v| v.get("tasks").is_some() && v.get("mailbox").is_some())
+}
+
 /// A response as a command's result: its value, or the error with its exit code.
 pub fn into_result(response: Response) -> Result<Value, CliError> {
     if response.ok {

@@ -1022,13 +1022,7 @@ async fn team(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answ
     let action = str_arg(arguments, "action").unwrap_or_default();
     if action == "board" {
         let view = ask(link, Request::Status { job: team.clone() }).await?;
-        let board = view["state"]
-            .as_object()
-            .and_then(|state| {
-                state
-                    .values()
-                    .find(|v| v.get("tasks").is_some() && v.get("mailbox").is_some())
-            })
+        let board = palm_api::verbs::team_board(&view)
             .cloned()
             .ok_or_else(|| ToolError::new("not_a_team", format!("job {team} has no team board")))?;
         let done = board["tasks"]

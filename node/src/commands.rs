@@ -124,7 +124,7 @@ pub(crate) fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {
     Some(bar)
 }
 
-fn status_code(view: &Value) -> Code {
+pub(crate) fn status_code(view: &Value) -> Code {
     let outcome = view.get("outcome").and_then(Value::as_str);
     view.get("status")
         .and_then(Value::as_str)
@@ -143,7 +143,21 @@ pub(crate) async fn wait_and_print(
     job: &str,
     timeout_ms: Option<u64>,
 ) -> CliResult {
-    let bar = spinner(ctx, format!("job {job}"));
+    let view = settled_view(ctx, target, job, &format!("job {job}"), timeout_ms).await?;
+    print(ctx, &view, output::print_status);
+    Ok(status_code(&view))
+}
+
+/// Waits for a job to settle (terminal or waiting, or `timeout_ms`), a spinner labelled
+/// `label` showing its progress; its status view as the node shows it.
+pub(crate) async fn settled_view(
+    ctx: &Ctx,
+    target: &mut Target,
+    job: &str,
+    label: &str,
+    timeout_ms: Option<u64>,
+) -> Result<Value, CliError> {
+    let bar = spinner(ctx, label.to_owned());
     let started = std::time::Instant::now();
     let timeout_ms = timeout_ms.unwrap_or(crate::control::WAIT_MS_MAX);
     let view = palm_api::verbs::settle(target, job, timeout_ms, WAIT_SLICE_MS, |_, view| {
@@ -157,12 +171,11 @@ pub(crate) async fn wait_and_print(
         bar.finish_and_clear();
     }
     let mut view = view?;
-    // The CLI prints the job as the node shows it; whether it settled is its status.
+    // Whether it settled is its status.
     if let Some(object) = view.as_object_mut() {
         object.remove("settled");
     }
-    print(ctx, &view, output::print_status);
-    Ok(status_code(&view))
+    Ok(view)
 }
 
 /// Without a running node, a request that would be refused is checked against the store

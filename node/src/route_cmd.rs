@@ -3,7 +3,6 @@
 //! with no fit, the built-in plan-and-verify flow).
 
 use crate::cli::{RouteArgs, StartArgs};
-use crate::commands::{WAIT_SLICE_MS, spinner};
 use crate::ctx::{Ctx, print};
 use crate::exit::{CliError, CliResult, Code};
 use palm_agents::Mode;
@@ -229,31 +228,7 @@ async fn run_flow(
         })
         .await?;
     let job = submitted["job"].as_str().unwrap_or_default().to_owned();
-    let bar = spinner(ctx, format!("{label} in job {job}"));
-    let view = palm_api::verbs::settle(
-        target,
-        &job,
-        crate::control::WAIT_MS_MAX,
-        WAIT_SLICE_MS,
-        |_, _| std::future::ready(()),
-    )
-    .await;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let mut view = view?;
-    if let Some(object) = view.as_object_mut() {
-        object.remove("settled");
-    }
-    Ok(view)
-}
-
-fn job_code(view: &Value) -> Code {
-    let outcome = view["outcome"].as_str();
-    view["status"]
-        .as_str()
-        .and_then(palm_actors::job::JobStatus::parse)
-        .map_or(Code::Ok, |status| Code::for_job(status, outcome))
+    crate::commands::settled_view(ctx, target, &job, &format!("{label} in job {job}"), None).await
 }
 
 /// `palm route "TASK" --authority A [--repo DIR] [--execute]`.
@@ -299,7 +274,7 @@ pub async fn route(ctx: &Ctx, args: RouteArgs) -> CliResult {
             &choice.flow,
         )
         .await?;
-        let code = job_code(&view);
+        let code = crate::commands::status_code(&view);
         value["job"] = view;
         print(ctx, &value, |out, v| {
             print_routing(out, v);
@@ -389,7 +364,7 @@ pub async fn start(ctx: &Ctx, args: StartArgs) -> CliResult {
             }
         };
         let view = run_flow(ctx, &mut target, flow, input, &name).await?;
-        let code = job_code(&view);
+        let code = crate::commands::status_code(&view);
         let job = view["job"].as_str().unwrap_or_default().to_owned();
         let patches = palm_agents::patches::Patches::new(&ctx.data)
             .list(Some(&job))

@@ -3,7 +3,6 @@
 //! survives restarts, parks when its turns run out, and its board is its saved state.
 
 use crate::cli::{TeamCommand, TeamStartArgs};
-use crate::commands::{WAIT_SLICE_MS, spinner};
 use crate::ctx::{Ctx, print};
 use crate::exit::{CliError, CliResult, Code};
 use palm_api::protocol::{FlowArg, Request};
@@ -97,37 +96,15 @@ fn team_flow(args: &TeamStartArgs, tasks: &str) -> Result<String, CliError> {
 
 /// Waits for a team to settle (done, failed, or parked) and prints its board.
 async fn settle_and_print(ctx: &Ctx, target: &mut Target, job: &str) -> CliResult {
-    let bar = spinner(ctx, format!("team {job}"));
-    let view = palm_api::verbs::settle(
-        target,
-        job,
-        crate::control::WAIT_MS_MAX,
-        WAIT_SLICE_MS,
-        |_, _| std::future::ready(()),
-    )
-    .await;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let view = view?;
-    let doc = team_doc(&view);
-    print(ctx, &doc, print_team);
-    let outcome = view["outcome"].as_str();
-    Ok(view["status"]
-        .as_str()
-        .and_then(palm_actors::job::JobStatus::parse)
-        .map_or(Code::Ok, |s| Code::for_job(s, outcome)))
+    let view =
+        crate::commands::settled_view(ctx, target, job, &format!("team {job}"), None).await?;
+    print(ctx, &team_doc(&view), print_team);
+    Ok(crate::commands::status_code(&view))
 }
 
 /// The team as `palm team status --json` shows it: the job's status and its board.
 fn team_doc(view: &Value) -> Value {
-    let board = view["state"]
-        .as_object()
-        .and_then(|state| {
-            state
-                .values()
-                .find(|v| v.get("tasks").is_some() && v.get("mailbox").is_some())
-        })
+    let board = palm_api::verbs::team_board(view)
         .cloned()
         .unwrap_or(Value::Null);
     json!({
