@@ -2,7 +2,6 @@
 //! patches agent runs left under `DATA/patches/`).
 
 use crate::cli::{AgentRunArgs, AgentsCommand, PatchesCommand, WorktreesCommand};
-use crate::commands::{WAIT_SLICE_MS, spinner};
 use crate::ctx::{Ctx, print};
 use crate::exit::{CliError, CliResult, Code};
 use palm_api::protocol::{FlowArg, Request};
@@ -66,19 +65,8 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
             })
             .await?;
         let job = submitted["job"].as_str().unwrap_or_default().to_owned();
-        let bar = spinner(ctx, format!("{} in job {job}", args.provider));
-        let view = palm_api::verbs::settle(
-            &mut target,
-            &job,
-            crate::control::WAIT_MS_MAX,
-            WAIT_SLICE_MS,
-            |_, _| std::future::ready(()),
-        )
-        .await;
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
-        let view = view?;
+        let label = format!("{} in job {job}", args.provider);
+        let view = crate::commands::settled_view(ctx, &mut target, &job, &label, None).await?;
         let out = json!({
             "job": job,
             "status": view["status"],
