@@ -4,6 +4,7 @@
 //! churn, recent touches, authors, co-change, commit subjects) and the content half
 //! (`extract`: tree-sitter symbols, imports, references, cached by content hash) — plus a
 //! tantivy BM25 index (`search`). The queries (`query`) answer from that index.
+//! `overlap` predicts, from the same index, whether two tasks will touch a same file.
 //!
 //! This crate is the only one in the workspace that depends on git2, tree-sitter and
 //! tantivy (see docs/ARCHITECTURE.md).
@@ -17,6 +18,7 @@ pub mod files;
 pub mod history;
 pub mod index;
 pub mod lang;
+pub mod overlap;
 pub mod query;
 pub mod resolve;
 pub mod risk;

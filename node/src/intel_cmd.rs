@@ -83,11 +83,45 @@ pub enum IntelCommand {
         #[command(flatten)]
         repo: RepoArg,
     },
+    /// Conflict-aware scheduling: predict whether two tasks will touch the same files
+    /// (`predict`), or measure the predictor on the repo's own history (`replay`).
+    #[command(subcommand)]
+    Conflicts(ConflictsCommand),
     /// What changed since BASE (default: where HEAD left main/master, else HEAD), the
     /// risky spots and the checks to run.
     Handoff {
         /// A commit, branch or tag.
         base: Option<String>,
+        #[command(flatten)]
+        repo: RepoArg,
+    },
+}
+
+/// `palm conflicts ...`.
+#[derive(Debug, Subcommand)]
+pub enum ConflictsCommand {
+    /// Two tasks' predicted footprints (files, with why) and whether to run them side by
+    /// side or one after the other.
+    Predict {
+        /// The first task: its title (the first line decides how broad it looks).
+        first: String,
+        /// The second task.
+        second: String,
+        /// A file the first task names (repeatable).
+        #[arg(long = "first-file")]
+        first_files: Vec<String>,
+        /// A file the second task names (repeatable).
+        #[arg(long = "second-file")]
+        second_files: Vec<String>,
+        #[command(flatten)]
+        repo: RepoArg,
+    },
+    /// Replays the newest commits as tasks (each knowing its subject and one file) and
+    /// reports how well overlaps are predicted: precision, recall, AUC.
+    Replay {
+        /// Commits to replay.
+        #[arg(long, default_value_t = palm_intel::overlap::REPLAY_COMMITS_DEFAULT)]
+        commits: usize,
         #[command(flatten)]
         repo: RepoArg,
     },
@@ -502,6 +536,73 @@ pub fn run(ctx: &Ctx, command: IntelCommand) -> CliResult {
                 println!("checks");
                 for check in &r.checks {
                     println!("  {check}");
+                }
+            })
+        }
+        IntelCommand::Conflicts(ConflictsCommand::Predict {
+            first,
+            second,
+            first_files,
+            second_files,
+            repo,
+        }) => {
+            use palm_intel::overlap::{TaskScope, predict};
+            let intel = open(&repo)?;
+            let mut warnings = Vec::new();
+            let snapshot = intel.snapshot(&mut warnings).map_err(cli_error)?;
+            let scope = |text: &str, files: &[String]| -> Result<TaskScope, CliError> {
+                let files = files
+                    .iter()
+                    .map(|f| file_arg(&intel, Path::new(f)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(TaskScope {
+                    files,
+                    ..TaskScope::from_text(text)
+                })
+            };
+            let scopes = [scope(&first, &first_files)?, scope(&second, &second_files)?];
+            let footprints = snapshot.footprints(&scopes);
+            let overlap = predict(&footprints[0], &footprints[1]);
+            let report = serde_json::json!({
+                "decision": overlap.decision,
+                "score": overlap.score,
+                "files": overlap.files,
+                "evidence": overlap.evidence,
+                "first": footprints[0],
+                "second": footprints[1],
+            });
+            emit(out, &report, &warnings, |out, r| {
+                println!(
+                    "{}  (overlap score {:.2})",
+                    out.bold(r["decision"].as_str().unwrap_or_default()),
+                    r["score"].as_f64().unwrap_or(0.0)
+                );
+                for file in r["files"].as_array().into_iter().flatten().take(10) {
+                    println!("  both may touch {}", file.as_str().unwrap_or_default());
+                }
+                for line in r["evidence"].as_array().into_iter().flatten().take(10) {
+                    println!("  {}", out.dim(line.as_str().unwrap_or_default()));
+                }
+            })
+        }
+        IntelCommand::Conflicts(ConflictsCommand::Replay { commits, repo }) => {
+            let intel = open(&repo)?;
+            let report = palm_intel::overlap::replay(&intel, commits).map_err(cli_error)?;
+            emit(out, &report, &[], |out, r| {
+                println!(
+                    "{} commits, {} pairs: {} overlapping, {} disjoint sampled",
+                    r.commits, r.pairs, r.overlapping, r.disjoint_sampled
+                );
+                println!(
+                    "{}  precision {:.3}  recall {:.3}  AUC {:.3}  (threshold {:.2})",
+                    out.bold("serialize"),
+                    r.precision,
+                    r.recall,
+                    r.auc,
+                    r.threshold
+                );
+                for note in &r.notes {
+                    println!("  {}", out.dim(note));
                 }
             })
         }
