@@ -428,17 +428,14 @@ fn member_of(args: &Value) -> (String, String) {
 fn a_team_works_its_board_in_dependency_order_survives_a_restart_and_parks_on_budget() {
     let mut host = Host::new();
     let job = host.submit_source(TEAM, json!({})).job;
-    // Two members, two ready tasks (a and c): both start; b waits on a.
+    let ok = || json!({"ok": true, "failures": []});
+    // One turn at a time (the members share a worktree): alice takes a.
     let first = host.claim_all();
-    let started: Vec<(String, String)> = first
-        .iter()
-        .map(|e| member_of(&Host::call_of(e).1))
-        .collect();
+    assert_eq!(first.len(), 1);
     assert_eq!(
-        started,
-        [("alice".into(), "a".into()), ("bob".into(), "c".into())]
+        member_of(&Host::call_of(&first[0]).1),
+        ("alice".into(), "a".into())
     );
-    assert_eq!(Host::call_of(&first[1]).1["provider"], "codex");
     // Alice finishes a and tells bob; its completion gate (a check) runs next.
     host.complete_call(
         &first[0],
@@ -446,45 +443,45 @@ fn a_team_works_its_board_in_dependency_order_survives_a_restart_and_parks_on_bu
         turn(true, json!([{"to": "bob", "text": "a is in"}])),
     );
     let check = host.claim().expect("a's check");
-    assert_eq!(Host::call_of(&check).0, "verify");
-    // A crash with bob's turn and a's check in flight: nothing done is done again.
+    let (provider, args) = Host::call_of(&check);
+    assert_eq!(provider, "verify");
+    assert_eq!(
+        args["repo"], "/tmp/repo",
+        "the check runs where the members worked"
+    );
+    // A crash with a's check in flight: it runs again, nothing done is done again.
     host = host.restart();
     let again = host.claim_all();
-    assert_eq!(again.len(), 2, "bob's turn and a's check, run again");
-    let check = again
-        .iter()
-        .find(|e| Host::call_of(e).0 == "verify")
-        .expect("the check");
-    host.complete_call(check, true, json!({"ok": true, "failures": []}));
-    let bob = again
-        .iter()
-        .find(|e| Host::call_of(e).0 == "agent")
-        .expect("bob's turn");
-    host.complete_call(bob, true, turn(true, json!([])));
-    // Bob's check on c, then b (ready now) goes to the first idle member: alice.
-    let next = host.claim_all();
-    let b_turn = next
-        .iter()
-        .find(|e| Host::call_of(e).0 == "agent")
-        .expect("b's turn");
-    let (who, task) = member_of(&Host::call_of(b_turn).1);
-    assert_eq!((who.as_str(), task.as_str()), ("alice", "b"));
-    let c_check = next
-        .iter()
-        .find(|e| Host::call_of(e).0 == "verify")
-        .expect("c's check");
-    host.complete_call(c_check, true, json!({"ok": true, "failures": []}));
-    // b's turn fails its check: reopened; the budget (3 turns) is spent: the team parks.
-    host.complete_call(b_turn, true, turn(true, json!([])));
+    assert_eq!(again.len(), 1, "only the check, run again");
+    assert_eq!(again[0].key, check.key);
+    host.complete_call(&again[0], true, ok());
+    // Bob's turn (turns go round): b is ready now, and alice's message is in his prompt.
+    let b_turn = host.claim().expect("b's turn");
+    let args = Host::call_of(&b_turn).1;
+    assert_eq!(member_of(&args), ("bob".into(), "b".into()));
+    assert_eq!(args["provider"], "codex");
+    let prompt = args["prompt"].as_str().unwrap_or("");
+    assert!(prompt.contains("from alice: a is in"), "{prompt}");
+    // b fails its check: reopened, and alice (next in turn) takes it again.
+    host.complete_call(&b_turn, true, turn(true, json!([])));
     let b_check = host.claim().expect("b's check");
-    assert_eq!(
-        host.complete_call(
-            &b_check,
-            false,
-            json!({"ok": false, "failures": [{"name": "t::b"}]})
-        ),
-        JobStatus::Waiting
+    host.complete_call(
+        &b_check,
+        false,
+        json!({"ok": false, "failures": [{"name": "t::b"}]}),
     );
+    let retry = host.claim().expect("b again");
+    let args = Host::call_of(&retry).1;
+    assert_eq!(member_of(&args), ("alice".into(), "b".into()));
+    let prompt = args["prompt"].as_str().unwrap_or("");
+    assert!(
+        prompt.contains("did not pass: the check failed: t::b"),
+        "{prompt}"
+    );
+    host.complete_call(&retry, true, turn(true, json!([])));
+    let check = host.claim().expect("b's check again");
+    // Three turns taken of three: c is ready but the team parks.
+    assert_eq!(host.complete_call(&check, true, ok()), JobStatus::Waiting);
     let view = host.view(&job);
     let board = &view.state["board"];
     assert_eq!(board["parked"], "budget", "{board}");
@@ -495,9 +492,10 @@ fn a_team_works_its_board_in_dependency_order_survives_a_restart_and_parks_on_bu
         .iter()
         .filter_map(|t| t["status"].as_str())
         .collect();
-    assert_eq!(statuses, ["done", "open", "done"]);
+    assert_eq!(statuses, ["done", "done", "open"]);
     assert_eq!(board["mailbox"][0]["from"], "alice");
     assert_eq!(board["mailbox"][0]["to"], "bob");
+    assert_eq!(board["mailbox"][0]["seq"], 1);
     // An op the team does not know is refused before anything is written.
     let store = host.store.clone();
     let refused = host
@@ -507,43 +505,48 @@ fn a_team_works_its_board_in_dependency_order_survives_a_restart_and_parks_on_bu
         format!("{refused:?}").contains("InvalidInput"),
         "{refused:?}"
     );
-    // A person posts and gives more budget: the team resumes, b's failure in its prompt.
-    host.path
-        .continue_job(
-            host.now,
-            &job,
-            "team",
-            json!({"op": "post", "text": "go on"}),
-            &*store,
-        )
-        .expect("post");
-    host.commit();
-    host.path
-        .continue_job(
-            host.now,
-            &job,
-            "team",
-            json!({"op": "budget", "turns": 2}),
-            &*store,
-        )
-        .expect("budget");
-    host.commit();
-    let retry = host.claim().expect("b again");
-    let prompt = Host::call_of(&retry).1["prompt"]
-        .as_str()
-        .unwrap_or("")
-        .to_owned();
+    // A person posts and gives more turns: bob takes c, with the post in his prompt.
+    for op in [
+        json!({"op": "post", "text": "go on"}),
+        json!({"op": "budget", "turns": 2}),
+    ] {
+        host.path
+            .continue_job(host.now, &job, "team", op, &*store)
+            .expect("a post");
+        host.commit();
+    }
+    let c_turn = host.claim().expect("c's turn");
+    let args = Host::call_of(&c_turn).1;
+    assert_eq!(member_of(&args), ("bob".into(), "c".into()));
     assert!(
-        prompt.contains("did not pass: the check failed: t::b"),
-        "{prompt}"
+        args["prompt"]
+            .as_str()
+            .unwrap_or("")
+            .contains("from person: go on")
     );
-    assert!(prompt.contains("from person: go on"), "{prompt}");
-    host.complete_call(&retry, true, turn(true, json!([])));
-    let check = host.claim().expect("b's check again");
+    // The flow's spending budget runs out in that turn: not c's fault, the team parks.
     assert_eq!(
-        host.complete_call(&check, true, json!({"ok": true, "failures": []})),
-        JobStatus::Succeeded
+        host.complete_call(&c_turn, false, json!({"end": "budget"})),
+        JobStatus::Waiting
     );
+    let board = &host.view(&job).state["board"];
+    assert_eq!(board["out_of_budget"], true);
+    assert_eq!(board["tasks"][2]["attempts"], 0);
+    host.path
+        .continue_job(
+            host.now,
+            &job,
+            "team",
+            json!({"op": "budget", "turns": 1}),
+            &*store,
+        )
+        .expect("more budget");
+    host.commit();
+    let c_turn = host.claim().expect("c again");
+    assert_eq!(member_of(&Host::call_of(&c_turn).1).1, "c");
+    host.complete_call(&c_turn, true, turn(true, json!([])));
+    let check = host.claim().expect("c's check");
+    assert_eq!(host.complete_call(&check, true, ok()), JobStatus::Succeeded);
     let board = &host.view(&job).state["board"];
     assert_eq!(board["turns"], 4);
     assert!(

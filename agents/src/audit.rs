@@ -110,6 +110,8 @@ pub enum Rule {
     CommandInEdit,
     /// A tool outside the mode's allowlist.
     OutsideAllowlist,
+    /// More commands or tools than the audit keeps: what it dropped went unjudged.
+    Unaudited,
 }
 
 impl Rule {
@@ -120,6 +122,7 @@ impl Rule {
             Rule::ObserveWrite => "observe_write",
             Rule::CommandInEdit => "command_in_edit",
             Rule::OutsideAllowlist => "outside_allowlist",
+            Rule::Unaudited => "unaudited",
         }
     }
 }
@@ -170,11 +173,21 @@ fn class(tool: &ToolUse) -> Class {
         Class::Command {
             writes: !read_only_command(&tool.detail),
         }
+    } else if is_palm_team(tool) {
+        // Palm's own board tool: a team member reading the board, posting, claiming.
+        Class::Read
     } else if name.starts_with("mcp__") || name == "mcp_tool_call" {
         Class::Mcp
     } else {
         Class::Unknown
     }
+}
+
+/// Palm's `palm_team` MCP tool, as claude (`mcp__SERVER__palm_team`) or codex
+/// (`mcp_tool_call` of `SERVER/palm_team`) names it.
+fn is_palm_team(tool: &ToolUse) -> bool {
+    (tool.name.starts_with("mcp__") && tool.name.ends_with("__palm_team"))
+        || (tool.name == "mcp_tool_call" && tool.detail.ends_with("/palm_team"))
 }
 
 /// A tool use worth keeping past a summary's first bound: anything that neither only
@@ -276,11 +289,11 @@ impl Audit {
 }
 
 /// Programs that only read, whatever their arguments (output redirection aside).
-const READ_ONLY_PROGRAMS: [&str; 41] = [
+const READ_ONLY_PROGRAMS: [&str; 38] = [
     "ls", "cat", "head", "tail", "wc", "nl", "grep", "egrep", "fgrep", "rg", "ag", "ack", "pwd",
-    "echo", "printf", "true", "false", "cd", "stat", "file", "tree", "du", "df", "which", "whoami",
+    "echo", "printf", "true", "false", "cd", "stat", "tree", "du", "df", "which", "whoami",
     "uname", "date", "basename", "dirname", "realpath", "readlink", "diff", "cmp", "cut", "tr",
-    "column", "jq", "test", "[", "less", "more",
+    "column", "jq", "test", "[",
 ];
 
 /// `git` subcommands that only read.
@@ -424,17 +437,37 @@ fn segments(script: &str) -> Option<Vec<Vec<String>>> {
     Some(all)
 }
 
+/// Options by which a reading program runs another program or writes a file (`rg
+/// --pre`, `git diff --ext-diff`, `sort --compress-program`...).
+const RUNS_OR_WRITES: [&str; 8] = [
+    "--pre",
+    "--ext-diff",
+    "--open-files-in-pager",
+    "-O",
+    "--compress-program",
+    "--output",
+    "--textconv",
+    "--exec",
+];
+
 fn read_only_segment(words: &[String], depth: u32) -> bool {
-    // Leading `NAME=value` assignments set the environment of the command.
-    let words: Vec<&str> = words
-        .iter()
-        .map(String::as_str)
-        .skip_while(|w| {
-            w.split_once('=').is_some_and(|(name, _)| {
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            })
+    // A leading `NAME=value` sets the command's environment, which can make a reading
+    // program run another (`GIT_EXTERNAL_DIFF`, `LESSOPEN`, `PAGER`): not read-only.
+    if words.first().is_some_and(|w| {
+        w.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         })
-        .collect();
+    }) {
+        return false;
+    }
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    if words.iter().skip(1).any(|w| {
+        RUNS_OR_WRITES
+            .iter()
+            .any(|o| *w == *o || w.starts_with(&format!("{o}=")))
+    }) {
+        return false;
+    }
     let Some(first) = words.first() else {
         return true;
     };
@@ -457,10 +490,22 @@ fn read_only_segment(words: &[String], depth: u32) -> bool {
         return false;
     }
     match program {
-        "sed" => !args.iter().any(|a| {
-            a.starts_with("--in-place")
-                || (a.starts_with('-') && !a.starts_with("--") && a.contains('i'))
-        }),
+        // Only `sed -n 'N,Mp'`-like scripts: a sed script can write (`w`) or run (`e`).
+        "sed" => {
+            let mut script = None;
+            for a in args {
+                match *a {
+                    "-n" | "--quiet" | "--silent" | "-E" | "-r" => {}
+                    a if a.starts_with('-') => return false,
+                    a if script.is_none() => script = Some(a),
+                    _ => {}
+                }
+            }
+            script.is_some_and(|s| {
+                s.chars()
+                    .all(|c| c.is_ascii_digit() || ",;$pq ".contains(c))
+            })
+        }
         "find" => !args.iter().any(|a| {
             matches!(
                 *a,
@@ -484,7 +529,12 @@ fn read_only_segment(words: &[String], depth: u32) -> bool {
             let mut rest = args.iter();
             while let Some(arg) = rest.next() {
                 match *arg {
-                    "-C" | "-c" => {
+                    // `-c core.fsmonitor=CMD` and friends run programs.
+                    "-c" => return false,
+                    a if a.starts_with("--config-env") || a.starts_with("--exec-path") => {
+                        return false;
+                    }
+                    "-C" => {
                         rest.next();
                     }
                     a if a.starts_with('-') => {}
@@ -658,7 +708,6 @@ mod tests {
             "cat a.txt 2>/dev/null || echo missing",
             "grep -r x . 2>&1 | wc -l",
             "cd src; find . -name '*.rs' -type f",
-            "LANG=C sort names.txt",
             "echo '>' not a redirection",
         ] {
             assert!(read_only_command(reads), "{reads}");
@@ -679,6 +728,18 @@ mod tests {
             "ls | tee listing.txt",
             "bash -lc 'echo unclosed",
             "cargo test",
+            // Ways a reading program runs another or writes.
+            "LANG=C sort names.txt",
+            "GIT_EXTERNAL_DIFF=./x git diff",
+            "rg --pre ./evil.sh x",
+            "git -c core.fsmonitor='touch p' status",
+            "git grep --open-files-in-pager=vi x",
+            "git diff --ext-diff",
+            "sed 's/.*/touch p/e' f",
+            "sed -n 'w out' f",
+            "sort --compress-program=gzip big",
+            "file -C",
+            "less f",
         ] {
             assert!(!read_only_command(writes), "{writes}");
         }

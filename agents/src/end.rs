@@ -123,6 +123,9 @@ pub struct RunSummary {
     pub tools: Vec<ToolUse>,
     /// Tool uses seen but not kept (past the bounds).
     pub tools_dropped: u64,
+    /// Of those, uses the audit would have had to judge (commands, MCP, unknown tools):
+    /// a run below execute that dropped any cannot be shown to have stayed within.
+    pub notable_dropped: u64,
 }
 
 impl RunSummary {
@@ -141,6 +144,9 @@ impl RunSummary {
             Some(kept)
         } else {
             self.tools_dropped += 1;
+            if crate::audit::notable(&tool) {
+                self.notable_dropped += 1;
+            }
             None
         }
     }

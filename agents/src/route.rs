@@ -247,16 +247,22 @@ pub fn stem(word: &str) -> String {
     w
 }
 
+/// The synonym groups with their members stemmed, once.
+static STEMMED: std::sync::LazyLock<Vec<(&'static str, Vec<String>)>> =
+    std::sync::LazyLock::new(|| {
+        SYNONYMS
+            .iter()
+            .map(|members| (members[0], members.iter().map(|m| stem(m)).collect()))
+            .collect()
+    });
+
 /// The synonym group of a stemmed word, if any (prefix match on the group's stems).
 fn group(word: &str) -> Option<&'static str> {
-    SYNONYMS.iter().find_map(|members| {
+    STEMMED.iter().find_map(|(name, members)| {
         members
             .iter()
-            .any(|m| {
-                let m = stem(m);
-                word == m || (m.len() >= 4 && word.starts_with(&m))
-            })
-            .then_some(members[0])
+            .any(|m| word == m || (m.len() >= 4 && word.starts_with(m.as_str())))
+            .then_some(*name)
     })
 }
 
@@ -348,13 +354,17 @@ pub fn route(task: &str, ceiling: Mode, flows: &[FlowCard], hints: &[Hint]) -> R
     let indexed: Vec<Vec<Field>> = flows.iter().map(fields).collect();
     // Rarer words decide more: a word every flow has tells nothing.
     let count = flows.len().max(1) as f64;
-    let rarity = |word: &str| {
-        let with = indexed
-            .iter()
-            .filter(|fields| best_match(word, fields).is_some())
-            .count() as f64;
-        (1.0 + count / (1.0 + with)).ln()
-    };
+    let rarity: BTreeMap<&str, f64> = query
+        .iter()
+        .map(|(word, _, _)| {
+            let with = indexed
+                .iter()
+                .filter(|fields| best_match(word, fields).is_some())
+                .count() as f64;
+            (word.as_str(), (1.0 + count / (1.0 + with)).ln())
+        })
+        .collect();
+    let rarity = |word: &str| rarity.get(word).copied().unwrap_or(0.0);
     let mut scored: Vec<(usize, Choice)> = flows
         .iter()
         .enumerate()

@@ -1072,6 +1072,14 @@ async fn team(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answ
         },
     )
     .await?;
+    // A claim or completion the board could not take is said on the board itself.
+    let view = ask(link, Request::Status { job: team.clone() }).await?;
+    if let Some(refused) = palm_api::verbs::team_board(&view)
+        .and_then(|board| board["refused"].as_str())
+        .filter(|_| matches!(action, "claim" | "complete"))
+    {
+        return Err(ToolError::new("refused", refused.to_owned()));
+    }
     Ok(Answer {
         summary: format!("team {team}: {action} accepted"),
         value,

@@ -66,7 +66,7 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
             .await?;
         let job = submitted["job"].as_str().unwrap_or_default().to_owned();
         let label = format!("{} in job {job}", args.provider);
-        let view = crate::commands::settled_view(ctx, &mut target, &job, &label, None).await?;
+        let view = crate::ctx::settled_view(ctx, &mut target, &job, &label, None).await?;
         let out = json!({
             "job": job,
             "status": view["status"],

@@ -5,20 +5,17 @@ use crate::cli::{
     BenchCommand, Cli, Command, ContinueArgs, FlowsCommand, RunArgs, SubmitArgs, UpArgs,
 };
 use crate::control::server::socket_path;
-pub use crate::ctx::{Ctx, one_call, print};
+pub use crate::ctx::{Ctx, one_call, print, settled_view, status_code};
 use crate::exit::{CliError, CliResult, Code};
 use crate::genome::NodeSettings;
 use crate::node::{BootOptions, Node, store_path};
 use crate::output::{self, Output};
-use indicatif::{ProgressBar, ProgressStyle};
-use palm_actors::job::JobStatus;
 use palm_api::protocol::{FlowArg, Request};
 use palm_api::verbs::check_continue;
 pub use palm_api::verbs::{duration_ms, flow_arg};
 pub use palm_node::config::data_dir;
 pub use palm_node::target::{Access, Target, connect};
 use serde_json::{Value, json};
-use std::io::IsTerminal;
 use std::time::Duration;
 
 /// Runs a parsed command line.
@@ -110,31 +107,6 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
     }
 }
 
-pub(crate) fn spinner(ctx: &Ctx, message: String) -> Option<ProgressBar> {
-    if ctx.out.json || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.set_message(message);
-    bar.enable_steady_tick(Duration::from_millis(100));
-    Some(bar)
-}
-
-pub(crate) fn status_code(view: &Value) -> Code {
-    let outcome = view.get("outcome").and_then(Value::as_str);
-    view.get("status")
-        .and_then(Value::as_str)
-        .and_then(JobStatus::parse)
-        .map_or(Code::Ok, |status| Code::for_job(status, outcome))
-}
-
-/// How often `palm run`/`palm continue` re-ask while waiting (the spinner's news).
-pub(crate) const WAIT_SLICE_MS: u64 = 1_000;
-
 /// Waits for a job to settle (the shared verb; the spinner shows its progress) and
 /// prints it.
 pub(crate) async fn wait_and_print(
@@ -146,36 +118,6 @@ pub(crate) async fn wait_and_print(
     let view = settled_view(ctx, target, job, &format!("job {job}"), timeout_ms).await?;
     print(ctx, &view, output::print_status);
     Ok(status_code(&view))
-}
-
-/// Waits for a job to settle (terminal or waiting, or `timeout_ms`), a spinner labelled
-/// `label` showing its progress; its status view as the node shows it.
-pub(crate) async fn settled_view(
-    ctx: &Ctx,
-    target: &mut Target,
-    job: &str,
-    label: &str,
-    timeout_ms: Option<u64>,
-) -> Result<Value, CliError> {
-    let bar = spinner(ctx, label.to_owned());
-    let started = std::time::Instant::now();
-    let timeout_ms = timeout_ms.unwrap_or(crate::control::WAIT_MS_MAX);
-    let view = palm_api::verbs::settle(target, job, timeout_ms, WAIT_SLICE_MS, |_, view| {
-        if let Some(bar) = &bar {
-            bar.set_message(palm_api::verbs::progress_line(job, view, started));
-        }
-        std::future::ready(())
-    })
-    .await;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let mut view = view?;
-    // Whether it settled is its status.
-    if let Some(object) = view.as_object_mut() {
-        object.remove("settled");
-    }
-    Ok(view)
 }
 
 /// Without a running node, a request that would be refused is checked against the store

@@ -82,16 +82,47 @@ async fn cards(target: &mut Target) -> Result<Vec<FlowCard>, CliError> {
             })
             .unwrap_or_default()
     };
+    // A flow needs what the flows it inlines or spawns need too (an unknown one counts
+    // as execute): routing must not widen authority through them.
+    let own = |flow: &Value| {
+        flow["authority"]
+            .as_str()
+            .and_then(Mode::parse)
+            .unwrap_or(Mode::Execute)
+    };
+    let rank = |m: Mode| match m {
+        Mode::Observe => 0,
+        Mode::Edit => 1,
+        Mode::Execute => 2,
+    };
+    let needs = |start: &str| -> Mode {
+        let mut most = Mode::Observe;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut pending = vec![start.to_owned()];
+        while let Some(name) = pending.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let mode = match latest.get(&name) {
+                Some(flow) => {
+                    pending.extend(strings(&flow["reaches"]));
+                    own(flow)
+                }
+                None => Mode::Execute,
+            };
+            if rank(mode) > rank(most) {
+                most = mode;
+            }
+        }
+        most
+    };
     Ok(latest
-        .into_iter()
+        .iter()
         .map(|(name, flow)| FlowCard {
-            name,
+            name: name.clone(),
             description: flow["description"].as_str().map(str::to_owned),
             tags: strings(&flow["tags"]),
-            authority: flow["authority"]
-                .as_str()
-                .and_then(Mode::parse)
-                .unwrap_or(Mode::Execute),
+            authority: needs(name),
             inputs: strings(&flow["inputs"]),
         })
         .collect())
@@ -228,7 +259,7 @@ async fn run_flow(
         })
         .await?;
     let job = submitted["job"].as_str().unwrap_or_default().to_owned();
-    crate::commands::settled_view(ctx, target, &job, &format!("{label} in job {job}"), None).await
+    crate::ctx::settled_view(ctx, target, &job, &format!("{label} in job {job}"), None).await
 }
 
 /// `palm route "TASK" --authority A [--repo DIR] [--execute]`.
@@ -274,7 +305,7 @@ pub async fn route(ctx: &Ctx, args: RouteArgs) -> CliResult {
             &choice.flow,
         )
         .await?;
-        let code = crate::commands::status_code(&view);
+        let code = crate::ctx::status_code(&view);
         value["job"] = view;
         print(ctx, &value, |out, v| {
             print_routing(out, v);
@@ -339,6 +370,13 @@ pub async fn start(ctx: &Ctx, args: StartArgs) -> CliResult {
                 )
                 .with_hint("raise --authority if that is what you mean"));
             }
+            None if ceiling == Mode::Observe => {
+                print(ctx, &report["route"], print_routing);
+                return Err(CliError::usage(
+                    "refused",
+                    "no stored flow fits, and the built-in plan-and-verify flow needs edit authority, above the observe ceiling; nothing started",
+                ));
+            }
             None => {
                 let test = match args.test.clone() {
                     Some(test) => test,
@@ -364,7 +402,7 @@ pub async fn start(ctx: &Ctx, args: StartArgs) -> CliResult {
             }
         };
         let view = run_flow(ctx, &mut target, flow, input, &name).await?;
-        let code = crate::commands::status_code(&view);
+        let code = crate::ctx::status_code(&view);
         let job = view["job"].as_str().unwrap_or_default().to_owned();
         let patches = palm_agents::patches::Patches::new(&ctx.data)
             .list(Some(&job))

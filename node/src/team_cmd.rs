@@ -31,9 +31,43 @@ fn member(text: &str) -> Result<Value, CliError> {
     Ok(json!({"name": name, "provider": provider, "mode": mode}))
 }
 
-/// The flow of a team: its members, its board (the tasks file, YAML or JSON, placed under
-/// `tasks:` as written) and its limits.
-fn team_flow(args: &TeamStartArgs, tasks: &str) -> Result<String, CliError> {
+/// The board a tasks file holds (YAML or JSON): a list of tasks, or `{tasks: [...]}`;
+/// an error names the file, line and column.
+fn read_board(path: &std::path::Path, text: &str) -> Result<Value, CliError> {
+    let at = |line: u32, col: u32, what: String| {
+        CliError::usage(
+            "invalid_input",
+            format!("{}:{line}:{col}: {what}", path.display()),
+        )
+    };
+    let document = palm_actors::definition::yaml::read(text)
+        .map_err(|e| at(e.span.line, e.span.col, e.message))?;
+    let value = document.to_json();
+    let tasks = match value {
+        Value::Array(_) => value,
+        Value::Object(mut map) if map.contains_key("tasks") => {
+            map.remove("tasks").unwrap_or_default()
+        }
+        _ => {
+            return Err(at(
+                document.span.line,
+                document.span.col,
+                "a board is a list of tasks {id, title, detail, depends_on}, or `tasks:` holding one".into(),
+            ));
+        }
+    };
+    if !tasks.is_array() {
+        return Err(CliError::usage(
+            "invalid_input",
+            format!("{}: `tasks` must be a list", path.display()),
+        ));
+    }
+    Ok(tasks)
+}
+
+/// The flow of a team: its members and limits; the board arrives as its input (so a
+/// title holding `{{` is text, not a template).
+fn team_flow(args: &TeamStartArgs) -> Result<String, CliError> {
     let members: Vec<Value> = args
         .members
         .iter()
@@ -45,27 +79,8 @@ fn team_flow(args: &TeamStartArgs, tasks: &str) -> Result<String, CliError> {
             "a team needs at least one --member NAME=PROVIDER",
         ));
     }
-    // The tasks file may be a list or `{tasks: [...]}`.
-    let body: Vec<&str> = tasks.lines().collect();
-    let listed = body
-        .iter()
-        .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .is_some_and(|l| !l.trim_start().starts_with("tasks:"));
-    let tasks_yaml = if listed {
-        body.iter()
-            .map(|l| format!("      {l}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    } else {
-        body.iter()
-            .skip_while(|l| !l.trim_start().starts_with("tasks:"))
-            .skip(1)
-            .map(|l| format!("    {l}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     let mut flow = format!(
-        "name: team\ndescription: a team of {} on a board of tasks\ntree:\n  team:\n    members: {}\n    tasks:\n{tasks_yaml}\n",
+        "name: team\ndescription: a team of {} on a board of tasks\ninput:\n  tasks: {{ type: array }}\ntree:\n  team:\n    members: {}\n    tasks: \"{{{{ input.tasks }}}}\"\n",
         members.len(),
         Value::Array(members)
     );
@@ -82,11 +97,7 @@ fn team_flow(args: &TeamStartArgs, tasks: &str) -> Result<String, CliError> {
         ));
     }
     if let Some(check) = &args.check {
-        let mut spec = json!({"cmd": check});
-        if let Some(repo) = &repo {
-            spec["repo"] = json!(repo.display().to_string());
-        }
-        flow.push_str(&format!("    check: {spec}\n"));
+        flow.push_str(&format!("    check: {}\n", json!({"cmd": check})));
     }
     if let Some(turns) = args.max_turns {
         flow.push_str(&format!("    max_turns: {turns}\n"));
@@ -96,10 +107,9 @@ fn team_flow(args: &TeamStartArgs, tasks: &str) -> Result<String, CliError> {
 
 /// Waits for a team to settle (done, failed, or parked) and prints its board.
 async fn settle_and_print(ctx: &Ctx, target: &mut Target, job: &str) -> CliResult {
-    let view =
-        crate::commands::settled_view(ctx, target, job, &format!("team {job}"), None).await?;
+    let view = crate::ctx::settled_view(ctx, target, job, &format!("team {job}"), None).await?;
     print(ctx, &team_doc(&view), print_team);
-    Ok(crate::commands::status_code(&view))
+    Ok(crate::ctx::status_code(&view))
 }
 
 /// The team as `palm team status --json` shows it: the job's status and its board.
@@ -182,7 +192,10 @@ pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
                     format!("cannot read {}: {e}", args.tasks.display()),
                 )
             })?;
-            let source = team_flow(&args, &tasks)?;
+            let board = read_board(&args.tasks, &tasks)?;
+            let source = team_flow(&args)?;
+            let mut input = serde_json::Map::new();
+            input.insert("tasks".into(), board);
             let mut target = Target::driving(&ctx.data, None).await?;
             let result = async {
                 let submitted = target
@@ -191,7 +204,7 @@ pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
                             source,
                             origin: format!("<palm team start {}>", args.tasks.display()),
                         },
-                        input: Default::default(),
+                        input,
                         args: Vec::new(),
                         started_by: None,
                     })
@@ -217,14 +230,20 @@ pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
             result
         }
         TeamCommand::Status { team } => {
-            let view = crate::commands::one_call(
+            let view = crate::ctx::one_call(
                 ctx,
                 palm_node::target::Access::Read,
-                Request::Status { job: team },
+                Request::Status { job: team.clone() },
             )
             .await?;
+            if palm_api::verbs::team_board(&view).is_none() {
+                return Err(CliError::usage(
+                    "not_a_team",
+                    format!("job {team} is not a team (it has no board)"),
+                ));
+            }
             print(ctx, &team_doc(&view), print_team);
-            Ok(Code::Ok)
+            Ok(crate::ctx::status_code(&view))
         }
         TeamCommand::Post {
             team,
@@ -239,7 +258,7 @@ pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
             if let Some(from) = from {
                 input["from"] = json!(from);
             }
-            let result = crate::commands::one_call(
+            let result = crate::ctx::one_call(
                 ctx,
                 palm_node::target::Access::Write,
                 Request::Continue {
@@ -275,7 +294,7 @@ pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
             result
         }
         TeamCommand::Stop { team } => {
-            let result = crate::commands::one_call(
+            let result = crate::ctx::one_call(
                 ctx,
                 palm_node::target::Access::Write,
                 Request::Cancel {

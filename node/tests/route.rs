@@ -336,3 +336,49 @@ fn route_executes_its_choice_and_start_reports_or_falls_back() {
     assert_eq!(ran.code, 2, "{}", ran.stdout);
     assert!(ran.stdout.contains("refused") || ran.stderr.contains("ceiling"));
 }
+
+#[test]
+fn routing_sees_through_subflows_and_the_fallback_keeps_the_ceiling() {
+    let data = data_dir();
+    // `deploy` declares nothing itself but inlines a flow whose agent executes.
+    for (name, source) in [
+        (
+            "ship-it",
+            "name: ship-it\ntree:\n  agent: { provider: claude, prompt: ship, mode: execute }\n",
+        ),
+        (
+            "deploy",
+            "name: deploy\ndescription: deploy the release\ntags: [deploy, release]\ntree:\n  subflow: ship-it\n",
+        ),
+    ] {
+        let file = data.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, source).expect("flow");
+        let added = palm_env(
+            data.path(),
+            &["flows", "add", &file.display().to_string()],
+            &[],
+        );
+        assert_eq!(added.code, 0, "{}", added.stderr);
+    }
+    let (code, doc) = route(data.path(), "deploy the release", "observe");
+    assert_eq!(code, 0);
+    assert!(doc["choice"].is_null(), "{doc}");
+    assert_eq!(doc["refused"][0]["flow"], "deploy");
+    assert_eq!(doc["refused"][0]["needs"], "execute");
+    // With nothing that fits, `palm start` under observe refuses its edit fallback.
+    let ran = palm_env(
+        data.path(),
+        &[
+            "start",
+            "order a pizza",
+            "--authority",
+            "observe",
+            "--test",
+            "true",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stdout);
+    assert!(ran.stderr.contains("needs edit authority") || ran.stdout.contains("edit"));
+}

@@ -229,3 +229,60 @@ fn a_team_out_of_turns_parks_and_resumes_when_given_more() {
     let stopped = palm_env(data.path(), &["team", "stop", &team, "--json"], &[]);
     assert_ne!(stopped.code, 0, "a finished team cannot be stopped");
 }
+
+#[test]
+fn a_board_file_is_read_as_written_and_refused_with_its_line() {
+    let data = data_dir();
+    let work = tempfile::tempdir().expect("work");
+    let log = work.path().join("members.log");
+    let checkout = checkout();
+    setup(data.path(), &log, None);
+    // JSON with `tasks:`, and a title that looks like a template: text, not evaluated.
+    let board = data.path().join("board.json");
+    std::fs::write(
+        &board,
+        r#"{"tasks": [{"id": "a", "title": "explain {{ x }} in the docs"}]}"#,
+    )
+    .expect("board");
+    let ran = palm_env(
+        data.path(),
+        &[
+            "team",
+            "start",
+            &board.display().to_string(),
+            "--member",
+            "ann=alpha",
+            "--repo",
+            &checkout.path().display().to_string(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    let doc = ran.json();
+    assert_eq!(
+        doc["board"]["tasks"][0]["title"],
+        "explain {{ x }} in the docs"
+    );
+    assert_eq!(doc["status"], "succeeded");
+    // A broken file is refused before anything starts, naming its own line.
+    let bad = data.path().join("bad.yaml");
+    std::fs::write(&bad, "- id: a\n- id: [unclosed\n").expect("bad");
+    let ran = palm_env(
+        data.path(),
+        &[
+            "team",
+            "start",
+            &bad.display().to_string(),
+            "--member",
+            "ann=alpha",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("bad.yaml:3:1: invalid YAML"),
+        "{}",
+        ran.stderr
+    );
+}

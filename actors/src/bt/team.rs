@@ -7,11 +7,11 @@
 //! standing wait. So a team survives any restart: an interrupted turn runs again, a
 //! completed one is never run twice, and no message is lost.
 //!
-//! Scheduling is deterministic: an idle member (in the order the flow lists them) takes
-//! the task it claimed, else the first open task whose dependencies are done. Members
-//! share the job's worktree on the repo, so their runs take turns in it (the agent
-//! provider locks a worktree per run). When the team has used its `max_turns`, nothing
-//! new starts: the team parks (`waiting`) until someone gives it more.
+//! Scheduling is deterministic and one turn at a time (members share the job's worktree
+//! on the repo, so a check never runs while another member edits): turns go round the
+//! members, and the next one takes the task it claimed, else the first open task whose
+//! dependencies are done. When the team has used its `max_turns`, or a turn ended
+//! `budget`, nothing new starts: the team parks (`waiting`) until someone gives it more.
 
 use super::tick::stop_node;
 use super::{
@@ -28,6 +28,19 @@ pub const TASKS_MAX: usize = 500;
 pub const MAILBOX_MAX: usize = 1000;
 /// The longest message kept.
 const MESSAGE_BYTES_MAX: usize = 4096;
+/// The longest task title and detail kept (a prompt carries them).
+const TITLE_BYTES_MAX: usize = 200;
+const DETAIL_BYTES_MAX: usize = 4096;
+/// Most dependencies of one task.
+const DEPENDS_MAX: usize = 64;
+/// Most unread messages one prompt shows (the rest come in the next turn).
+const MESSAGES_SHOWN_MAX: usize = 20;
+/// Most tasks a prompt lists besides the member's own.
+const BOARD_SHOWN_MAX: usize = 100;
+/// Most messages one turn's answer may post.
+const MESSAGES_PER_TURN_MAX: usize = 10;
+/// The longest member or sender name kept.
+const NAME_BYTES_MAX: usize = 64;
 /// How much longer a turn's call may take than the turn itself.
 const TURN_GRACE_MS: u64 = 60_000;
 
@@ -45,6 +58,11 @@ pub(crate) struct TeamState {
     park: Option<String>,
     /// The last post refused (unknown task, unknown member).
     refused: Option<String>,
+    /// The member whose turn comes next (turns go round, one at a time).
+    next_member: usize,
+    /// A turn ended `budget` (the flow's spending budget is used up): nothing starts
+    /// until someone gives the team more.
+    out_of_budget: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +71,8 @@ struct Task {
     title: String,
     detail: String,
     depends_on: Vec<String>,
+    /// The same, as indexes into the board (resolved once).
+    needs: Vec<usize>,
     /// open | claimed | checking | done | failed
     status: &'static str,
     owner: Option<String>,
@@ -80,6 +100,9 @@ struct Busy {
     task: usize,
     key: String,
     checking: bool,
+    /// The mailbox's last message number the turn's prompt showed: what the member has
+    /// read once the turn ends.
+    shown: u64,
     /// The member said it completed the task (a `complete` post during its turn).
     reported: bool,
 }
@@ -135,10 +158,15 @@ fn read_tasks(value: &Value) -> Result<Vec<Task>, String> {
     for (i, item) in items.iter().enumerate() {
         let text = |field: &str| item.get(field).and_then(Value::as_str).map(str::to_owned);
         let id = text("id").ok_or_else(|| format!("team task {i} has no `id`"))?;
+        if id.is_empty() || id.len() > NAME_BYTES_MAX {
+            return Err(format!(
+                "team task {i}: an id has 1 to {NAME_BYTES_MAX} bytes"
+            ));
+        }
         if tasks.iter().any(|t| t.id == id) {
             return Err(format!("two team tasks have the id `{id}`"));
         }
-        let depends_on: Vec<String> = match item.get("depends_on") {
+        let mut depends_on: Vec<String> = match item.get("depends_on") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(deps)) => deps
                 .iter()
@@ -154,11 +182,23 @@ fn read_tasks(value: &Value) -> Result<Vec<Task>, String> {
                 ));
             }
         };
+        depends_on.sort();
+        depends_on.dedup();
+        if depends_on.len() > DEPENDS_MAX {
+            return Err(format!(
+                "task `{id}` depends on {} tasks, more than {DEPENDS_MAX}",
+                depends_on.len()
+            ));
+        }
         tasks.push(Task {
-            title: text("title").unwrap_or_else(|| id.clone()),
-            detail: text("detail").unwrap_or_default(),
+            title: cut(
+                &text("title").unwrap_or_else(|| id.clone()),
+                TITLE_BYTES_MAX,
+            ),
+            detail: cut(&text("detail").unwrap_or_default(), DETAIL_BYTES_MAX),
             id,
             depends_on,
+            needs: Vec::new(),
             status: "open",
             owner: None,
             wanted_by: None,
@@ -167,36 +207,48 @@ fn read_tasks(value: &Value) -> Result<Vec<Task>, String> {
             last_failure: None,
         });
     }
-    for task in &tasks {
-        if let Some(missing) = task
-            .depends_on
-            .iter()
-            .find(|d| !tasks.iter().any(|t| &t.id == *d))
-        {
-            return Err(format!(
-                "task `{}` depends on `{missing}`, which is not on the board",
-                task.id
-            ));
+    let index: BTreeMap<String, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.clone(), i))
+        .collect();
+    for task in tasks.iter_mut() {
+        let mut needs = Vec::with_capacity(task.depends_on.len());
+        for dep in &task.depends_on {
+            match index.get(dep) {
+                Some(&j) => needs.push(j),
+                None => {
+                    return Err(format!(
+                        "task `{}` depends on `{dep}`, which is not on the board",
+                        task.id
+                    ));
+                }
+            }
+        }
+        task.needs = needs;
+    }
+    // A cycle would leave its tasks open forever: refuse it up front (Kahn's order, linear).
+    let mut waiting: Vec<usize> = tasks.iter().map(|t| t.needs.len()).collect();
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); tasks.len()];
+    for (i, task) in tasks.iter().enumerate() {
+        for &j in &task.needs {
+            after[j].push(i);
         }
     }
-    // A cycle would leave its tasks open forever: refuse it up front (Kahn's order).
-    let mut done: Vec<bool> = vec![false; tasks.len()];
-    loop {
-        let next = (0..tasks.len()).find(|&i| {
-            !done[i]
-                && tasks[i].depends_on.iter().all(|d| {
-                    tasks
-                        .iter()
-                        .position(|t| &t.id == d)
-                        .is_some_and(|j| done[j])
-                })
-        });
-        match next {
-            Some(i) => done[i] = true,
-            None => break,
+    let mut free: Vec<usize> = (0..tasks.len()).filter(|&i| waiting[i] == 0).collect();
+    let mut ordered = 0;
+    while let Some(j) = free.pop() {
+        ordered += 1;
+        for &i in &after[j] {
+            waiting[i] -= 1;
+            if waiting[i] == 0 {
+                free.push(i);
+            }
         }
     }
-    if let Some(i) = done.iter().position(|d| !d) {
+    if ordered < tasks.len()
+        && let Some(i) = (0..tasks.len()).find(|&i| waiting[i] > 0)
+    {
         return Err(format!("task `{}` is in a dependency cycle", tasks[i].id));
     }
     Ok(tasks)
@@ -205,14 +257,12 @@ fn read_tasks(value: &Value) -> Result<Vec<Task>, String> {
 impl TeamState {
     fn ready(&self, i: usize) -> bool {
         let task = &self.tasks[i];
-        task.status == "open"
-            && task
-                .depends_on
-                .iter()
-                .all(|d| self.tasks.iter().any(|t| &t.id == d && t.status == "done"))
+        task.status == "open" && task.needs.iter().all(|&j| self.tasks[j].status == "done")
     }
 
     fn post(&mut self, from: &str, to: &str, text: &str) {
+        let (from, to) = (cut(from, NAME_BYTES_MAX), cut(to, NAME_BYTES_MAX));
+        let (from, to) = (from.as_str(), to.as_str());
         let seq = self.sent.entry(from.to_owned()).or_insert(0);
         *seq += 1;
         let number = self
@@ -250,11 +300,13 @@ impl TeamState {
             "max_turns": self.max_turns,
             "cost_usd": (self.cost_usd * 10_000.0).round() / 10_000.0,
             "parked": parked,
+            "out_of_budget": self.out_of_budget,
             "refused": self.refused,
         })
     }
 
-    fn prompt(&self, job: &str, member: usize, task: usize) -> String {
+    /// A member's prompt for a task, and the last message number it shows.
+    fn prompt(&self, job: &str, member: usize, task: usize) -> (String, u64) {
         let me = &self.members[member];
         let t = &self.tasks[task];
         let mut text = format!(
@@ -269,11 +321,12 @@ impl TeamState {
         }
         if let Some(failure) = &t.last_failure {
             text.push_str(&format!(
-                "Your last attempt at it did not pass: {failure}\n"
+                "Your last attempt at it did not pass: {}\n",
+                cut(failure, 1024)
             ));
         }
         text.push_str("\nThe board:\n");
-        for other in &self.tasks {
+        for other in self.tasks.iter().take(BOARD_SHOWN_MAX) {
             let owner = other
                 .owner
                 .as_deref()
@@ -289,16 +342,31 @@ impl TeamState {
                 other.status, other.id, other.title
             ));
         }
+        if self.tasks.len() > BOARD_SHOWN_MAX {
+            text.push_str(&format!(
+                "- ... and {} more tasks\n",
+                self.tasks.len() - BOARD_SHOWN_MAX
+            ));
+        }
+        // The oldest unread first; what does not fit comes in the next turn.
         let unread: Vec<&Value> = self
             .mailbox
             .iter()
             .filter(|m| m["n"].as_u64().unwrap_or(0) > me.seen)
+            .take(MESSAGES_SHOWN_MAX)
+            .collect();
+        let shown = unread
+            .last()
+            .and_then(|m| m["n"].as_u64())
+            .unwrap_or(me.seen);
+        let for_me: Vec<&&Value> = unread
+            .iter()
             .filter(|m| m["from"] != me.name.as_str())
             .filter(|m| m["to"] == "all" || m["to"] == me.name.as_str())
             .collect();
-        if !unread.is_empty() {
+        if !for_me.is_empty() {
             text.push_str("\nMessages for you:\n");
-            for m in unread {
+            for m in for_me {
                 text.push_str(&format!(
                     "- from {}: {}\n",
                     m["from"].as_str().unwrap_or("?"),
@@ -315,7 +383,7 @@ impl TeamState {
              {\"done\": true|false, \"summary\": \"what you did\", \"messages\": \
              [{\"to\": \"a member's name or all\", \"text\": \"...\"}]}.",
         );
-        text
+        (text, shown)
     }
 }
 
@@ -401,6 +469,7 @@ fn apply_op(team: &mut TeamState, op: &Value) {
             }
         }
         "budget" => {
+            team.out_of_budget = false;
             let more = op.get("turns").and_then(Value::as_u64).unwrap_or(0);
             team.max_turns = team
                 .max_turns
@@ -509,23 +578,31 @@ pub(super) fn tick_team(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Sta
             }
             continue;
         }
+        // What the prompt showed is read, whatever came of the turn; what was posted
+        // meanwhile comes in the member's next prompt.
+        team.members[m].seen = team.members[m].seen.max(busy.shown);
+        if value["end"] == "budget" {
+            // The flow's spending budget is used up: not the task's fault. The team parks.
+            team.out_of_budget = true;
+            team.members[m].busy = None;
+            let task = &mut team.tasks[busy.task];
+            task.status = "open";
+            task.owner = None;
+            task.last_failure = error.map(|e| cut(&e, MESSAGE_BYTES_MAX));
+            continue;
+        }
         team.turns += 1;
         team.members[m].turns += 1;
         team.cost_usd += value["cost_usd"].as_f64().unwrap_or(0.0);
         let answer = &value["structured"];
-        for message in answer["messages"].as_array().into_iter().flatten() {
+        let messages = answer["messages"].as_array().into_iter().flatten();
+        for message in messages.take(MESSAGES_PER_TURN_MAX) {
             let to = message["to"].as_str().unwrap_or("all").to_owned();
             let text = message["text"].as_str().unwrap_or("").to_owned();
             if !text.is_empty() {
                 team.post(&member_name, &to, &text);
             }
         }
-        let read_up_to = team
-            .mailbox
-            .last()
-            .and_then(|m| m["n"].as_u64())
-            .unwrap_or(0);
-        team.members[m].seen = read_up_to;
         let done = ok && (answer["done"] != false || busy.reported);
         let task = &mut team.tasks[busy.task];
         task.summary = answer["summary"]
@@ -555,6 +632,7 @@ pub(super) fn tick_team(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Sta
                             task: busy.task,
                             key,
                             checking: true,
+                            shown: busy.shown,
                             reported: false,
                         });
                     }
@@ -571,59 +649,69 @@ pub(super) fn tick_team(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Sta
             }
         }
     }
-    // Idle members take work, while the budget lasts.
-    for m in 0..state(node).members.len() {
-        let team = state(node);
-        if team.members[m].busy.is_some() || team.turns_started() >= team.max_turns {
-            continue;
-        }
-        let name = team.members[m].name.clone();
-        let wanted = (0..team.tasks.len())
-            .find(|&i| team.ready(i) && team.tasks[i].wanted_by.as_deref() == Some(&name));
-        let next = wanted.or_else(|| {
-            (0..team.tasks.len()).find(|&i| team.ready(i) && team.tasks[i].wanted_by.is_none())
-        });
-        let Some(i) = next else {
-            continue;
-        };
-        let prompt = team.prompt(&rt.job, m, i);
-        let member = &team.members[m];
-        let mut args = serde_json::Map::new();
-        args.insert("provider".into(), json!(member.provider));
-        args.insert("prompt".into(), json!(prompt));
-        args.insert("mode".into(), json!(member.mode));
-        if let Some(repo) = &team.repo {
-            args.insert("repo".into(), json!(repo));
-        }
-        if let Some(model) = &member.model {
-            args.insert("model".into(), json!(model));
-        }
-        args.insert("schema".into(), turn_schema());
-        args.insert("timeout_ms".into(), json!(spec.turn_timeout_ms));
-        for (key, template) in &spec.budget {
-            if let Ok(value) = render_value(template, &rt.scope()) {
-                args.insert(key.clone(), value);
+    // One turn (or check) at a time: the members share the job's worktree. The next
+    // member in turn takes the task it claimed, else the first ready one, while the
+    // budget lasts.
+    let team = state(node);
+    let idle = team.members.iter().all(|m| m.busy.is_none());
+    if idle && !team.out_of_budget && team.turns_started() < team.max_turns {
+        let count = team.members.len();
+        let pick = (0..count)
+            .map(|k| (team.next_member + k) % count)
+            .find_map(|m| {
+                let name = &team.members[m].name;
+                let wanted = (0..team.tasks.len())
+                    .find(|&i| team.ready(i) && team.tasks[i].wanted_by.as_deref() == Some(name));
+                wanted.map(|i| (m, i))
+            })
+            .or_else(|| {
+                let i = (0..team.tasks.len())
+                    .find(|&i| team.ready(i) && team.tasks[i].wanted_by.is_none())?;
+                Some((team.next_member % count, i))
+            });
+        if let Some((m, i)) = pick {
+            let (prompt, shown) = team.prompt(&rt.job, m, i);
+            let member = &team.members[m];
+            let name = member.name.clone();
+            let mut args = serde_json::Map::new();
+            args.insert("provider".into(), json!(member.provider));
+            args.insert("prompt".into(), json!(prompt));
+            args.insert("mode".into(), json!(member.mode));
+            if let Some(repo) = &team.repo {
+                args.insert("repo".into(), json!(repo));
             }
+            if let Some(model) = &member.model {
+                args.insert("model".into(), json!(model));
+            }
+            args.insert("schema".into(), turn_schema());
+            args.insert("timeout_ms".into(), json!(spec.turn_timeout_ms));
+            for (key, template) in &spec.budget {
+                if let Ok(value) = render_value(template, &rt.scope()) {
+                    args.insert(key.clone(), value);
+                }
+            }
+            let key = rt.start_effect(
+                &path,
+                EffectRequest::Call {
+                    provider: AGENT_PROVIDER.to_owned(),
+                    args: Value::Object(args).into(),
+                    needs: Vec::new(),
+                    timeout_ms: Some(spec.turn_timeout_ms.saturating_add(TURN_GRACE_MS)),
+                },
+            );
+            let team = state(node);
+            team.tasks[i].status = "claimed";
+            team.tasks[i].owner = Some(name);
+            team.tasks[i].wanted_by = None;
+            team.next_member = (m + 1) % count;
+            team.members[m].busy = Some(Busy {
+                task: i,
+                key,
+                checking: false,
+                shown,
+                reported: false,
+            });
         }
-        let key = rt.start_effect(
-            &path,
-            EffectRequest::Call {
-                provider: AGENT_PROVIDER.to_owned(),
-                args: Value::Object(args).into(),
-                needs: Vec::new(),
-                timeout_ms: Some(spec.turn_timeout_ms.saturating_add(TURN_GRACE_MS)),
-            },
-        );
-        let team = state(node);
-        team.tasks[i].status = "claimed";
-        team.tasks[i].owner = Some(name);
-        team.tasks[i].wanted_by = None;
-        team.members[m].busy = Some(Busy {
-            task: i,
-            key,
-            checking: false,
-            reported: false,
-        });
     }
     let team = state(node);
     let busy = team.members.iter().any(|m| m.busy.is_some());

@@ -580,6 +580,23 @@ impl Node {
 }
 
 impl Definition {
+    /// Names of the flows this definition inlines (`subflow`) or starts (`spawn`): what
+    /// else runs on its behalf.
+    pub fn flows_reached(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        self.tree.walk(&mut |node| {
+            let name = match &node.kind {
+                NodeKind::Subflow { flow } => flow,
+                NodeKind::Spawn(spec) => &spec.flow,
+                _ => return,
+            };
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        });
+        names
+    }
+
     /// Names of the flows this definition inlines with `subflow`.
     pub fn subflow_names(&self) -> Vec<String> {
         let mut names = Vec::new();

@@ -632,24 +632,38 @@ impl Parser {
         let mut needed = super::Authority::Observe;
         let mut problems = Vec::new();
         tree.walk(&mut |node| {
-            let NodeKind::Call(call) = &node.kind else {
-                return;
-            };
-            if call.provider != AGENT_PROVIDER {
-                return;
-            }
-            let ValueTemplate::Map(args) = &call.args else {
-                return;
-            };
-            let mode = args.iter().find(|(key, _)| key == "mode").map(|(_, v)| v);
-            let (mode, literal) = match mode {
-                None => (super::Authority::Edit, true),
-                Some(ValueTemplate::Text(text)) => match super::Authority::parse(text.source()) {
-                    Some(mode) => (mode, true),
-                    None => (super::Authority::Execute, false),
+            // Every agent a node may run: an agent leaf (`call` of the agent provider; its
+            // arguments a template: anything), a team's members.
+            let modes: Vec<(super::Authority, bool)> = match &node.kind {
+                NodeKind::Call(call) if call.provider == AGENT_PROVIDER => match &call.args {
+                    ValueTemplate::Map(args) => {
+                        let mode = args.iter().find(|(key, _)| key == "mode").map(|(_, v)| v);
+                        vec![match mode {
+                            None => (super::Authority::Edit, true),
+                            Some(ValueTemplate::Text(text)) => {
+                                match super::Authority::parse(text.source()) {
+                                    Some(mode) => (mode, true),
+                                    None => (super::Authority::Execute, false),
+                                }
+                            }
+                            Some(_) => (super::Authority::Execute, false),
+                        }]
+                    }
+                    _ => vec![(super::Authority::Execute, false)],
                 },
-                Some(_) => (super::Authority::Execute, false),
+                NodeKind::Team(team) => team
+                    .members
+                    .iter()
+                    .map(|m| {
+                        (
+                            super::Authority::parse(&m.mode).unwrap_or(super::Authority::Execute),
+                            true,
+                        )
+                    })
+                    .collect(),
+                _ => Vec::new(),
             };
+            for (mode, literal) in modes {
             needed = needed.max(mode);
             if let Some((ceiling, _)) = declared {
                 if !literal {
@@ -663,6 +677,7 @@ impl Parser {
                         format!("this agent runs in {} mode, more than the flow's `authority: {}`", mode.as_str(), ceiling.as_str()),
                     ));
                 }
+            }
             }
         });
         for (span, message) in problems {

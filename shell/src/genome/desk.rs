@@ -394,6 +394,7 @@ impl Desk {
                             "description": d.definition.description,
                             "tags": d.definition.tags,
                             "authority": d.definition.authority.as_str(),
+                            "reaches": d.definition.flows_reached(),
                             "inputs": d.definition.input.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
                             "origin": d.record.origin,
                             "added_at": d.record.added_at,

@@ -291,7 +291,17 @@ impl Agents {
         }
         // The run against its authority: the tool uses it reported, the files it changed.
         let kind = audit::Kind::of(&spec.provider, declared.is_some());
-        let violations = audit::audit(spec.mode, kind, &summary.tools, &changed);
+        let mut violations = audit::audit(spec.mode, kind, &summary.tools, &changed);
+        if spec.mode != palm_agents::Mode::Execute && summary.notable_dropped > 0 {
+            violations.push(audit::Violation {
+                rule: audit::Rule::Unaudited,
+                tool: None,
+                detail: format!(
+                    "{} commands or tools past what the audit keeps went unjudged",
+                    summary.notable_dropped
+                ),
+            });
+        }
         if !violations.is_empty() {
             end = End::Violation;
             let listed: Vec<String> = violations.iter().take(3).map(|v| v.to_string()).collect();

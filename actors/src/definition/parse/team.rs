@@ -49,7 +49,18 @@ impl Parser {
             None => None,
         };
         let check = match options.get("check") {
-            Some(node) => Some(self.check_call(node)?),
+            Some(node) => {
+                let mut call = self.check_call(node)?;
+                // The check runs where the members worked: the team's repo, unless it
+                // says where itself.
+                if let (Some(repo), crate::definition::ValueTemplate::Map(args)) =
+                    (&repo, &mut call.args)
+                    && !args.iter().any(|(k, _)| k == "repo" || k == "cwd")
+                {
+                    args.push(("repo".to_owned(), repo.clone()));
+                }
+                Some(call)
+            }
             None => None,
         };
         let max_turns = match options.get("max_turns") {
