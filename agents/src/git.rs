@@ -395,6 +395,27 @@ pub fn restore(worktree: &Worktree, tree: &str) -> Result<(), GitError> {
     Ok(())
 }
 
+/// Applies a stored patch's diff (`git diff --binary`) to a worktree's files: all or
+/// nothing. Answers false when it was already there (a second carry of the same patch
+/// changes nothing); an error when it does not apply (the worktree is left as it was).
+pub fn carry(worktree: &Worktree, diff: &Path) -> Result<bool, GitError> {
+    let diff_text = diff.to_string_lossy().into_owned();
+    let already = git(
+        &worktree.path,
+        &["apply", "--check", "--reverse", "--binary", &diff_text],
+        &[],
+    );
+    if already.is_ok() {
+        return Ok(false);
+    }
+    git(
+        &worktree.path,
+        &["apply", "--binary", "--whitespace=nowarn", &diff_text],
+        &[],
+    )?;
+    Ok(true)
+}
+
 /// What a run changed, from the base to a snapshot's tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diff {
@@ -525,6 +546,31 @@ mod tests {
             ("j-1", Some(tree.base.as_str()))
         );
         remove_worktree(&lane_found, &saved_ref("j-1", "lane")).expect("remove the lane");
+
+        // The change carried into another worktree of the repo: once, then already there.
+        let patch = root.path().join("change.diff");
+        std::fs::write(&patch, &changed.text).expect("diff");
+        let other = ensure_worktree(root.path(), "j-9", repo.path(), None).expect("other");
+        assert!(carry(&other, &patch).expect("carry"));
+        assert_eq!(
+            std::fs::read_to_string(other.path.join("a.txt")).expect("read"),
+            "one\ntwo\n"
+        );
+        assert!(!carry(&other, &patch).expect("again"), "already there");
+        std::fs::write(other.path.join("a.txt"), "something else\n").expect("edit");
+        assert!(
+            carry(&other, &patch).is_err(),
+            "a diff that does not apply changes nothing"
+        );
+        assert_eq!(
+            std::fs::read_to_string(other.path.join("a.txt")).expect("read"),
+            "something else\n"
+        );
+        let found = list_worktrees(root.path())
+            .into_iter()
+            .find(|f| f.path == other.path)
+            .expect("listed");
+        remove_worktree(&found, &saved_ref("j-9", "gc")).expect("remove");
 
         restore(&tree, &before.tree).expect("restore");
         assert_eq!(

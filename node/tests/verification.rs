@@ -328,13 +328,16 @@ fn best_of_three_picks_the_green_attempt_with_the_smallest_diff() {
     let flow = format!(
         r#"name: best
 tree:
-  best_of:
-    n: 3
-    providers: [sloppy, bad, good]
-    attempt:
-      sequence:
-        - agent: {{ prompt: "Make the tests pass", repo: "{repo}" }}
-        - verify: {{ cmd: "{check}", parser: cargo, repo: "{repo}" }}
+  sequence:
+    - best_of:
+        n: 3
+        providers: [sloppy, bad, good]
+        attempt:
+          sequence:
+            - agent: {{ prompt: "Make the tests pass", repo: "{repo}" }}
+            - verify: {{ cmd: "{check}", parser: cargo, repo: "{repo}" }}
+    # After it, the job's own worktree has the winner's change.
+    - verify: {{ cmd: "{check}", parser: cargo, repo: "{repo}", save: after }}
 "#,
         check = bench.check(),
         repo = bench.repo.path().display()
@@ -353,6 +356,11 @@ tree:
     let choice = &status["state"]["best_of"];
     assert_eq!(choice["winner"], 2, "{choice}");
     assert_eq!(choice["provider"], "good");
+    assert_eq!(choice["carried"]["ok"], true, "{choice}");
+    assert_eq!(
+        status["state"]["after"]["ok"], true,
+        "the winner carried into the job's worktree"
+    );
     let ranking = choice["ranking"].as_array().expect("ranking");
     let order: Vec<&str> = ranking
         .iter()

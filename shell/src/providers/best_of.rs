@@ -4,10 +4,12 @@
 //! patch touches (the repo index, when the binary has one), ranks them
 //! (`palm_agents::rank`), and marks the patches: the winner's `chosen: true`, the
 //! others' `chosen: false`, so they stay reviewable and `apply_on_success` passes them
-//! by. The answer — winner, ranking and reasons — is what the node saves and what
-//! `palm status --json` shows.
+//! by. The winner's change is carried into the job's own worktree (all or nothing), so
+//! the steps after the `best_of` see it. The answer — winner, ranking, reasons, carried —
+//! is what the node saves and what `palm status --json` shows.
 
 use super::{CallContext, CallFuture, Failure, Provider};
+use palm_agents::git;
 use palm_agents::patches::Patches;
 use palm_agents::rank::{self, Candidate, Key};
 use serde_json::{Value, json};
@@ -34,12 +36,42 @@ pub struct BestOf {
 impl BestOf {
     /// The provider for a node on `data`.
     pub fn new(data: &Path) -> BestOf {
-        BestOf {
-            data: data.to_owned(),
-        }
+        // Worktree paths are handed to git running in other directories: absolute.
+        let data = if data.is_absolute() {
+            data.to_owned()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(data)
+        };
+        BestOf { data }
     }
 
-    async fn run(&self, args: Value) -> Result<Value, Failure> {
+    /// The winner's change, carried into the job's own worktree on its repo, so the steps
+    /// after the `best_of` (a gate, a check, `apply_on_success`) work on it.
+    async fn carry(&self, job: &str, patch: &str) -> Result<String, String> {
+        let meta = Patches::new(&self.data)
+            .show(patch)
+            .map_err(|e| e.to_string())?;
+        let repo = PathBuf::from(meta["repo"].as_str().unwrap_or_default());
+        let diff = self.data.join("patches").join(format!("{patch}.diff"));
+        let worktrees = self.data.join("worktrees");
+        let job = job.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let tree =
+                git::ensure_worktree(&worktrees, &job, &repo, None).map_err(|e| e.to_string())?;
+            match git::carry(&tree, &diff) {
+                Ok(true) => Ok(format!("carried into {}", tree.path.display())),
+                Ok(false) => Ok(format!("already in {}", tree.path.display())),
+                Err(e) => Err(format!(
+                    "not carried into {} (it does not apply there: {e}); it stays in its lane",
+                    tree.path.display()
+                )),
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    async fn run(&self, job: &str, args: Value) -> Result<Value, Failure> {
         let keys: Vec<Key> = args["rank"]
             .as_array()
             .map(|keys| {
@@ -91,6 +123,13 @@ impl BestOf {
             })
             .collect();
         let winner = ranking.winner.and_then(by_index);
+        let carried = match winner.and_then(|w| w.patch.clone()) {
+            Some(patch) => match self.carry(job, &patch).await {
+                Ok(note) => json!({"ok": true, "note": note}),
+                Err(note) => json!({"ok": false, "note": note}),
+            },
+            None => Value::Null,
+        };
         let answer = json!({
             "winner": ranking.winner,
             "provider": winner.and_then(|w| w.provider.clone()),
@@ -99,6 +138,7 @@ impl BestOf {
             "ranking": ordered,
             "reasons": ranking.reasons,
             "notes": notes,
+            "carried": carried,
         });
         match ranking.winner {
             Some(_) => Ok(answer),
@@ -172,7 +212,7 @@ impl Provider for BestOf {
         })
     }
 
-    fn call<'a>(&'a self, _ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
-        Box::pin(async move { self.run(args).await })
+    fn call<'a>(&'a self, ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
+        Box::pin(async move { self.run(&ctx.effect.job, args).await })
     }
 }
