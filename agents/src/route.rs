@@ -327,14 +327,6 @@ fn best_match(word: &str, fields: &[Field]) -> Option<(f64, String)> {
     best
 }
 
-fn mode_rank(mode: Mode) -> u8 {
-    match mode {
-        Mode::Observe => 0,
-        Mode::Edit => 1,
-        Mode::Execute => 2,
-    }
-}
-
 /// Routes `task` within `ceiling` over `flows` (see the module docs).
 pub fn route(task: &str, ceiling: Mode, flows: &[FlowCard], hints: &[Hint]) -> Routing {
     let mut query: Vec<(String, f64, Option<String>)> = Vec::new();
@@ -405,7 +397,7 @@ pub fn route(task: &str, ceiling: Mode, flows: &[FlowCard], hints: &[Hint]) -> R
     let mut allowed = Vec::new();
     for (i, choice) in fits {
         let needs = flows[i].authority;
-        if mode_rank(needs) > mode_rank(ceiling) {
+        if needs > ceiling {
             refused.push((
                 choice.score,
                 Refusal {

@@ -8,8 +8,8 @@ use serde_json::Value;
 /// The authority a run has: what it may do to the repository. Each provider's flags
 /// carry it (`crate::claude::argv`, `crate::codex::argv`, `PALM_MODE`), and every run is
 /// audited against it afterwards (`crate::audit`): past it, the run ends `violation` and
-/// its changes never reach the checkout.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// its changes never reach the checkout. Ordered: observe < edit < execute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Reads only: reading tools (and, for Codex and declared CLIs, commands that only

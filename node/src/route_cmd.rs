@@ -90,11 +90,6 @@ async fn cards(target: &mut Target) -> Result<Vec<FlowCard>, CliError> {
             .and_then(Mode::parse)
             .unwrap_or(Mode::Execute)
     };
-    let rank = |m: Mode| match m {
-        Mode::Observe => 0,
-        Mode::Edit => 1,
-        Mode::Execute => 2,
-    };
     let needs = |start: &str| -> Mode {
         let mut most = Mode::Observe;
         let mut seen = std::collections::BTreeSet::new();
@@ -110,9 +105,7 @@ async fn cards(target: &mut Target) -> Result<Vec<FlowCard>, CliError> {
                 }
                 None => Mode::Execute,
             };
-            if rank(mode) > rank(most) {
-                most = mode;
-            }
+            most = most.max(mode);
         }
         most
     };

@@ -13,23 +13,7 @@ use std::time::Duration;
 
 /// A git checkout with one commit (`a.txt` = "one").
 fn checkout() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tmp");
-    let git = |args: &[&str]| {
-        let status = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(status.status.success(), "git {args:?}: {status:?}");
-    };
-    git(&["init", "-q", "-b", "main"]);
-    git(&["config", "user.email", "t@t"]);
-    git(&["config", "user.name", "t"]);
-    std::fs::write(dir.path().join("a.txt"), "one\n").expect("write");
-    git(&["add", "."]);
-    git(&["commit", "-q", "-m", "first"]);
-    dir
+    common::git_repo(&[("a.txt", "one\n")])
 }
 
 /// Runs git in `dir` (what it printed is the caller's to read).

@@ -334,7 +334,16 @@ fn route_executes_its_choice_and_start_reports_or_falls_back() {
         &[],
     );
     assert_eq!(ran.code, 2, "{}", ran.stdout);
-    assert!(ran.stdout.contains("refused") || ran.stderr.contains("ceiling"));
+    assert!(
+        ran.stdout.contains(r#""kind": "refused""#),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("need more than the edit ceiling"),
+        "{}",
+        ran.stdout
+    );
 }
 
 #[test]
@@ -380,5 +389,14 @@ fn routing_sees_through_subflows_and_the_fallback_keeps_the_ceiling() {
         &[],
     );
     assert_eq!(ran.code, 2, "{}", ran.stdout);
-    assert!(ran.stderr.contains("needs edit authority") || ran.stdout.contains("edit"));
+    assert!(
+        ran.stdout.contains(r#""kind": "refused""#),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("needs edit authority"),
+        "{}",
+        ran.stdout
+    );
 }

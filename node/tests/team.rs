@@ -19,24 +19,7 @@ const BOARD: &str = "- { id: a, title: parse the config }
 ";
 
 fn checkout() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tmp");
-    std::fs::write(dir.path().join("README"), "app\n").expect("write");
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["config", "user.email", "t@t"],
-        &["config", "user.name", "t"],
-        &["add", "."],
-        &["commit", "-q", "-m", "first"],
-    ] {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}");
-    }
-    dir
+    common::git_repo(&[("README", "app\n")])
 }
 
 /// palm.yaml with two member CLIs, `alpha` and `beta` (the same script, two providers).

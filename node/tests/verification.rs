@@ -38,35 +38,14 @@ mod tests {
 
 /// A git checkout of the `calc` crate, with `adds` and `muls` failing.
 fn calc_repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tmp");
-    std::fs::create_dir_all(dir.path().join("src")).expect("src");
-    std::fs::write(
-        dir.path().join("Cargo.toml"),
-        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
-    .expect("manifest");
-    std::fs::write(dir.path().join("src/lib.rs"), CALC).expect("lib");
-    std::fs::write(
-        dir.path().join(".gitignore"),
-        "target/\nCargo.lock\n.palm/\n",
-    )
-    .expect("ignore");
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["config", "user.email", "t@t"],
-        &["config", "user.name", "t"],
-        &["add", "."],
-        &["commit", "-q", "-m", "calc"],
-    ] {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    }
-    dir
+    common::git_repo(&[
+        (
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+        ),
+        ("src/lib.rs", CALC),
+        (".gitignore", "target/\nCargo.lock\n.palm/\n"),
+    ])
 }
 
 /// A data directory whose palm.yaml declares one fixer per kind, and the fixers' log

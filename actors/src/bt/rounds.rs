@@ -9,7 +9,10 @@ use super::tick::{stop_node, tick_node, unfinished_status};
 use super::{
     EffectRequest, NodeState, Outcome, Program, RtNode, Runtime, SpecKind, Status, render_value,
 };
-use crate::definition::{CallSpec, LoopRule, RankBy};
+use crate::definition::{
+    AGENT_PROVIDER, ATTEMPT_BINDING, CallSpec, FIX_BINDINGS, GATE_PROVIDER, LoopRule, RankBy,
+    VERIFY_PROVIDER,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +24,7 @@ pub const LOOP_HISTORY_MAX: usize = 100;
 const EVIDENCE_FAILURES_MAX: usize = 50;
 
 /// The providers whose outcomes a `best_of` lane records.
-const LANE_PROVIDERS: [&str; 3] = ["agent", "verify", "gate"];
+const LANE_PROVIDERS: [&str; 3] = [AGENT_PROVIDER, VERIFY_PROVIDER, GATE_PROVIDER];
 
 /// Where an `until_green` is.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -83,7 +86,7 @@ pub(super) fn note_lane(
     };
     let value = &value.0;
     let fact = match provider.as_str() {
-        "agent" => json!({
+        AGENT_PROVIDER => json!({
             "kind": "agent",
             "ok": ok,
             "provider": value.get("provider"),
@@ -93,7 +96,7 @@ pub(super) fn note_lane(
             "worktree": value.get("worktree"),
             "error": error,
         }),
-        "verify" => json!({
+        VERIFY_PROVIDER => json!({
             "kind": "verify",
             "ok": ok,
             "signature": value.get("signature"),
@@ -134,7 +137,7 @@ fn finish(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: Status) -> Stat
 
 /// One round's evidence, kept small: the failures capped, everything else as the check
 /// said it.
-fn evidence_of(round: u32, value: &Value, fix: Option<&str>) -> Value {
+fn evidence_of(round: u32, value: &Value) -> Value {
     let mut entry = json!({ "round": round });
     if let (Some(entry), Some(result)) = (entry.as_object_mut(), value.as_object()) {
         for (key, field) in result {
@@ -145,9 +148,6 @@ fn evidence_of(round: u32, value: &Value, fix: Option<&str>) -> Value {
                 _ => field.clone(),
             };
             entry.insert(key.clone(), field);
-        }
-        if let Some(fix) = fix {
-            entry.insert("fix".into(), json!(fix));
         }
     }
     entry
@@ -178,16 +178,17 @@ pub(super) fn tick_until_green(node: &mut RtNode, p: &Program, rt: &mut Runtime)
     }
     if green_state(node).fixing {
         let state = green_state(node);
-        let bindings = [
-            ("failures", state.latest["failures"].clone()),
-            ("verify", state.latest.clone()),
-            ("round", json!(state.fixes + 1)),
+        // In FIX_BINDINGS' order: failures, verify, round.
+        let values = [
+            state.latest["failures"].clone(),
+            state.latest.clone(),
+            json!(state.fixes + 1),
         ];
-        for (name, value) in bindings {
-            rt.bindings.push((Arc::from(name), value));
+        for (name, value) in FIX_BINDINGS.iter().zip(values) {
+            rt.bindings.push((Arc::from(*name), value));
         }
         let fixed = tick_node(&mut node.children[0], p, rt);
-        for _ in 0..3 {
+        for _ in FIX_BINDINGS {
             rt.bindings.pop();
         }
         if fixed.is_running() {
@@ -232,7 +233,7 @@ pub(super) fn tick_until_green(node: &mut RtNode, p: &Program, rt: &mut Runtime)
     };
     let state = green_state(node);
     let round = state.fixes;
-    state.evidence.push(evidence_of(round, &value, None));
+    state.evidence.push(evidence_of(round, &value));
     let previous = state
         .evidence
         .len()
@@ -620,7 +621,8 @@ pub(super) fn tick_best_of(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> 
         if matches!(child.status, Status::Success | Status::Failure) {
             continue;
         }
-        rt.bindings.push((Arc::from("attempt"), attempt(i as u32)));
+        rt.bindings
+            .push((Arc::from(ATTEMPT_BINDING), attempt(i as u32)));
         tick_node(child, p, rt);
         rt.bindings.pop();
     }

@@ -259,3 +259,31 @@ pub fn processes_matching(needle: &str) -> Vec<u32> {
     }
     found
 }
+
+/// A git checkout holding `files` (path, content) in one commit on `main`.
+pub fn git_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    for (path, content) in files {
+        let path = dir.path().join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("dirs");
+        }
+        std::fs::write(path, content).expect("write");
+    }
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["config", "user.email", "t@t"],
+        &["config", "user.name", "t"],
+        &["add", "."],
+        &["commit", "-q", "-m", "first"],
+    ] {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+    dir
+}

@@ -56,10 +56,7 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
 
 /// At most `max` bytes of `text`, cut on a character boundary.
 pub(crate) fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
+    let mut end = max.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
