@@ -137,45 +137,121 @@ pub fn worktree_path(root: &Path, job: &str, repo: &Path, lane: Option<&str>) ->
     root.join(safe(job)).join(leaf)
 }
 
-/// The job's worktree on `repo` (a checkout's top) for `lane` (or the job's own), made
-/// at the repo's HEAD if it does not exist yet.
+/// The job's worktree on `repo` (a checkout's top) for `lane` (or the job's own). The
+/// job's own is made at the repo's HEAD when it does not exist yet; a lane *forks* from
+/// the job's worktree as it is then (its files, edits of earlier steps included), with
+/// the job's base as its own, so a lane's patch holds all the job's work and
+/// [`merge_lane`] brings back only what the lane added.
 pub fn ensure_worktree(
     root: &Path,
     job: &str,
     repo: &Path,
     lane: Option<&str>,
 ) -> Result<Worktree, GitError> {
-    // One creation at a time in this process: `git worktree add` and the `prune` before
-    // it race on the repo's administrative files (two team members starting at once,
-    // the attempts of a best_of).
-    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _creating = CREATING.lock().unwrap_or_else(|p| p.into_inner());
-    let path = worktree_path(root, job, repo, lane);
-    let base_file = path.with_extension("base");
-    if path.join(".git").exists()
-        && let Ok(base) = std::fs::read_to_string(&base_file)
-    {
-        return Ok(Worktree {
-            repo: repo.to_owned(),
-            path,
-            base: base.trim().to_owned(),
-        });
+    let _held = hold();
+    let own = ensure_one(root, job, repo, None, None)?;
+    match lane {
+        None => Ok(own),
+        Some(lane) => {
+            let path = worktree_path(root, job, repo, Some(lane));
+            if let Some(existing) = existing(repo, &path) {
+                return Ok(existing);
+            }
+            // Where the lane forked: recorded, so a lane deleted by hand comes back at
+            // the same point, and kept alive by a private ref.
+            let fork_file = path.with_extension("fork");
+            let recorded = std::fs::read_to_string(&fork_file)
+                .ok()
+                .map(|c| c.trim().to_owned())
+                .filter(|c| is_commit(repo, c));
+            let fork = match recorded {
+                Some(fork) => fork,
+                None => {
+                    let fork = snapshot(
+                        &own,
+                        &saved_ref(job, &format!("fork-{lane}")),
+                        "the job's worktree when a lane forked from it",
+                    )?
+                    .commit;
+                    write_record(&fork_file, &fork)?;
+                    fork
+                }
+            };
+            ensure_one(root, job, repo, Some(lane), Some((&fork, &own.base)))
+        }
     }
-    // A worktree that vanished (deleted by hand) comes back at the job's own base, so
-    // its patches stay comparable; a new one starts at the repo's HEAD.
-    let recorded = std::fs::read_to_string(&base_file)
-        .ok()
-        .map(|b| b.trim().to_owned())
-        .filter(|b| git(repo, &["cat-file", "-e", &format!("{b}^{{commit}}")], &[]).is_ok());
-    let base = match recorded {
-        Some(base) => base,
-        None => git(repo, &["rev-parse", "--verify", "HEAD^{commit}"], &[])
-            .map_err(|e| GitError {
-                message: format!("{} (the repo needs at least one commit)", e.message),
-                ..e
-            })?
-            .trim()
-            .to_owned(),
+}
+
+/// One creation, fork or merge at a time in this process: `git worktree add` and the
+/// `prune` before it race on the repo's administrative files (two team members starting
+/// at once, the attempts of a best_of), and a lane must never fork from a job's worktree
+/// while another lane is being merged into it.
+fn hold() -> std::sync::MutexGuard<'static, ()> {
+    static WORKTREES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    WORKTREES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_commit(repo: &Path, commit: &str) -> bool {
+    git(
+        repo,
+        &["cat-file", "-e", &format!("{commit}^{{commit}}")],
+        &[],
+    )
+    .is_ok()
+}
+
+fn write_record(file: &Path, text: &str) -> Result<(), GitError> {
+    std::fs::write(file, text).map_err(|e| GitError {
+        command: "worktree add".into(),
+        message: format!("cannot write {}: {e}", file.display()),
+    })
+}
+
+/// The worktree at `path` when it is there with its record.
+fn existing(repo: &Path, path: &Path) -> Option<Worktree> {
+    let base = std::fs::read_to_string(path.with_extension("base")).ok()?;
+    path.join(".git").exists().then(|| Worktree {
+        repo: repo.to_owned(),
+        path: path.to_owned(),
+        base: base.trim().to_owned(),
+    })
+}
+
+/// Makes one worktree unless it exists: checked out at `start.0` with `start.1` as its
+/// base (a lane), or at the job's recorded base, else the repo's HEAD (the job's own).
+fn ensure_one(
+    root: &Path,
+    job: &str,
+    repo: &Path,
+    lane: Option<&str>,
+    start: Option<(&str, &str)>,
+) -> Result<Worktree, GitError> {
+    let path = worktree_path(root, job, repo, lane);
+    if let Some(existing) = existing(repo, &path) {
+        return Ok(existing);
+    }
+    let base_file = path.with_extension("base");
+    let (checkout_at, base) = match start {
+        Some((at, base)) => (at.to_owned(), base.to_owned()),
+        None => {
+            // A worktree that vanished (deleted by hand) comes back at the job's own
+            // base, so its patches stay comparable; a new one starts at the repo's HEAD.
+            let recorded = std::fs::read_to_string(&base_file)
+                .ok()
+                .map(|b| b.trim().to_owned())
+                .filter(|b| is_commit(repo, b));
+            let base = match recorded {
+                Some(base) => base,
+                None => git(repo, &["rev-parse", "--verify", "HEAD^{commit}"], &[])
+                    .map_err(|e| GitError {
+                        message: format!("{} (the repo needs at least one commit)", e.message),
+                        ..e
+                    })?
+                    .trim()
+                    .to_owned(),
+            };
+            (base.clone(), base)
+        }
     };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| GitError {
@@ -192,24 +268,78 @@ pub fn ensure_worktree(
     }
     git(
         repo,
-        &["worktree", "add", "--detach", &path_text, &base],
+        &["worktree", "add", "--detach", &path_text, &checkout_at],
         &[],
     )?;
     // The repo first: a worktree whose base file is missing is reported, never lost.
-    let repo_file = path.with_extension("repo");
-    for (file, text) in [
-        (&repo_file, repo.to_string_lossy().into_owned()),
-        (&base_file, base.clone()),
-    ] {
-        std::fs::write(file, text).map_err(|e| GitError {
-            command: "worktree add".into(),
-            message: format!("cannot write {}: {e}", file.display()),
-        })?;
-    }
+    write_record(&path.with_extension("repo"), &repo.to_string_lossy())?;
+    write_record(&base_file, &base)?;
     Ok(Worktree {
         repo: repo.to_owned(),
         path,
         base,
+    })
+}
+
+/// What [`merge_lane`] brought into the job's worktree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneMerge {
+    /// The files the lane changed since it forked.
+    pub files: Vec<String>,
+    /// False when there was nothing to bring, or it was there already (a merge run
+    /// again after a crash changes nothing).
+    pub applied: bool,
+    /// The job's own worktree.
+    pub own: Worktree,
+    /// A snapshot of it after the merge (the job's whole work: its patch).
+    pub after: Snapshot,
+}
+
+/// Brings what a lane changed since it forked into the job's own worktree: all or
+/// nothing (an error when it does not apply there, the job's worktree left as it was),
+/// idempotent.
+pub fn merge_lane(root: &Path, job: &str, repo: &Path, lane: &str) -> Result<LaneMerge, GitError> {
+    let _held = hold();
+    let own = ensure_one(root, job, repo, None, None)?;
+    let path = worktree_path(root, job, repo, Some(lane));
+    let not_found = |what: &str| GitError {
+        command: "merge lane".into(),
+        message: format!(
+            "lane `{lane}` of job {job} has no {what} (at {})",
+            path.display()
+        ),
+    };
+    let tree = existing(repo, &path).ok_or_else(|| not_found("worktree"))?;
+    let fork = std::fs::read_to_string(path.with_extension("fork"))
+        .map(|c| c.trim().to_owned())
+        .map_err(|_| not_found("fork record"))?;
+    let now = snapshot(
+        &tree,
+        &saved_ref(job, &format!("lane-{lane}")),
+        "a lane's state when it was merged",
+    )?;
+    let delta = diff(&tree, &fork, &now.tree)?;
+    let mut applied = false;
+    if !delta.text.trim().is_empty() {
+        let delta_file = path.with_extension("delta");
+        std::fs::write(&delta_file, &delta.text).map_err(|e| GitError {
+            command: "merge lane".into(),
+            message: format!("cannot write {}: {e}", delta_file.display()),
+        })?;
+        let carried = carry(&own, &delta_file);
+        let _ = std::fs::remove_file(&delta_file);
+        applied = carried?;
+    }
+    let after = snapshot(
+        &own,
+        &saved_ref(job, &format!("merged-{lane}")),
+        "the job's worktree after a lane was merged into it",
+    )?;
+    Ok(LaneMerge {
+        files: delta.files,
+        applied,
+        own,
+        after,
     })
 }
 
@@ -305,12 +435,23 @@ pub fn remove_worktree(found: &Found, reference: &str) -> Result<Option<String>,
     for ext in [
         "repo",
         "base",
+        "fork",
+        "delta",
         "index",
         "exclude",
         "env.json",
         "provisioned",
     ] {
         let _ = std::fs::remove_file(found.path.with_extension(ext));
+    }
+    // Private indexes a crash left behind (`<name>.index-<pid>-<n>`).
+    if let (Some(dir), Some(name)) = (found.path.parent(), found.path.file_name()) {
+        let prefix = format!("{}.index-", name.to_string_lossy());
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
     if let Some(repo) = &found.repo {
         let _ = git(repo, &["worktree", "prune"], &[]);
@@ -334,7 +475,7 @@ pub struct Snapshot {
 /// Commits the worktree's whole state (not ignored files) onto `reference`, through a
 /// private index: the worktree's index, HEAD and files are untouched.
 pub fn snapshot(worktree: &Worktree, reference: &str, message: &str) -> Result<Snapshot, GitError> {
-    let index = worktree.path.with_extension("index");
+    let index = private_index(worktree);
     let index_text = index.to_string_lossy().into_owned();
     let env = [("GIT_INDEX_FILE", index_text.as_str())];
     // Start the private index from the base, then record every file as it is now.
@@ -369,6 +510,16 @@ pub fn snapshot(worktree: &Worktree, reference: &str, message: &str) -> Result<S
     Ok(Snapshot { tree, commit })
 }
 
+/// A private index file of its own for one snapshot or restore: two at once on a
+/// worktree (a lane forking while a run snapshots) never share one.
+fn private_index(worktree: &Worktree) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    worktree
+        .path
+        .with_extension(format!("index-{}-{n}", std::process::id()))
+}
+
 /// The private ref of a job's snapshot.
 pub fn saved_ref(job: &str, name: &str) -> String {
     format!("refs/palm/saved/{}/{}", safe(job), safe(name))
@@ -377,7 +528,7 @@ pub fn saved_ref(job: &str, name: &str) -> String {
 /// Puts the worktree's files back to `tree` (an observe run's changes undone; they stay
 /// on the snapshot that recorded them).
 pub fn restore(worktree: &Worktree, tree: &str) -> Result<(), GitError> {
-    let index = worktree.path.with_extension("index");
+    let index = private_index(worktree);
     let index_text = index.to_string_lossy().into_owned();
     let env = [("GIT_INDEX_FILE", index_text.as_str())];
     // Files the run added are not in `tree`: list them from a fresh snapshot index.
@@ -595,5 +746,69 @@ mod tests {
             1
         );
         assert!(list_worktrees(root.path()).is_empty());
+    }
+
+    #[test]
+    fn lanes_fork_from_the_jobs_worktree_and_merge_back_only_what_they_added() {
+        let repo = repo();
+        let root = tempfile::tempdir().expect("root");
+        let own = ensure_worktree(root.path(), "j-1", repo.path(), None).expect("own");
+        // An earlier step's edit: a lane forked now sees it.
+        std::fs::write(own.path.join("a.txt"), "one\nearlier\n").expect("edit");
+        let left = ensure_worktree(root.path(), "j-1", repo.path(), Some("t-a")).expect("left");
+        let right = ensure_worktree(root.path(), "j-1", repo.path(), Some("t-b")).expect("right");
+        assert_eq!(
+            std::fs::read_to_string(left.path.join("a.txt")).expect("read"),
+            "one\nearlier\n"
+        );
+        assert_eq!(
+            left.base, own.base,
+            "a lane's patch holds all the job's work"
+        );
+        // Two lanes on different files merge back side by side, each once.
+        std::fs::write(left.path.join("left.txt"), "L\n").expect("left edit");
+        std::fs::write(right.path.join("right.txt"), "R\n").expect("right edit");
+        let merged = merge_lane(root.path(), "j-1", repo.path(), "t-a").expect("merge left");
+        assert_eq!(
+            (merged.files.as_slice(), merged.applied),
+            (["left.txt".to_owned()].as_slice(), true)
+        );
+        let merged = merge_lane(root.path(), "j-1", repo.path(), "t-b").expect("merge right");
+        assert!(merged.applied);
+        let again = merge_lane(root.path(), "j-1", repo.path(), "t-b").expect("again");
+        assert!(
+            !again.applied,
+            "a merge run twice changes nothing the second time"
+        );
+        for (file, text) in [
+            ("left.txt", "L\n"),
+            ("right.txt", "R\n"),
+            ("a.txt", "one\nearlier\n"),
+        ] {
+            assert_eq!(
+                std::fs::read_to_string(own.path.join(file)).expect(file),
+                text
+            );
+        }
+        // The snapshot after the merge holds the job's whole work since its base.
+        let whole = diff(&own, &own.base, &again.after.tree).expect("diff");
+        assert_eq!(whole.files, ["a.txt", "left.txt", "right.txt"]);
+        // Two lanes that changed the same line: the second does not apply, and the job's
+        // worktree stays as it was.
+        let one = ensure_worktree(root.path(), "j-1", repo.path(), Some("t-c")).expect("c");
+        let two = ensure_worktree(root.path(), "j-1", repo.path(), Some("t-d")).expect("d");
+        std::fs::write(one.path.join("a.txt"), "one\nfrom c\n").expect("c edit");
+        std::fs::write(two.path.join("a.txt"), "one\nfrom d\n").expect("d edit");
+        merge_lane(root.path(), "j-1", repo.path(), "t-c").expect("c merges");
+        let err = merge_lane(root.path(), "j-1", repo.path(), "t-d").expect_err("d conflicts");
+        assert!(err.to_string().contains("apply"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(own.path.join("a.txt")).expect("read"),
+            "one\nfrom c\n"
+        );
+        assert!(
+            merge_lane(root.path(), "j-1", repo.path(), "t-zz").is_err(),
+            "no such lane"
+        );
     }
 }

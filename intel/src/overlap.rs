@@ -254,6 +254,80 @@ impl Snapshot {
     }
 }
 
+/// A team's schedule: which pairs of its tasks to run one after the other.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// The score from which a pair is serialized ([`SERIALIZE_SCORE_MIN`]).
+    pub threshold: f64,
+    /// The pairs to serialize, highest score first.
+    pub serialize: Vec<ScheduledPair>,
+    /// Pairs that may run side by side.
+    pub parallel: usize,
+    /// Each task's likeliest files (at most five), by task id.
+    pub footprints: BTreeMap<String, Vec<String>>,
+}
+
+/// Two tasks predicted to touch a same file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledPair {
+    /// The first task's id (in board order).
+    pub a: String,
+    /// The second's.
+    pub b: String,
+    /// See [`Overlap::score`].
+    pub score: f64,
+    /// The files both may touch, likeliest first.
+    pub files: Vec<String>,
+    /// Why, per file.
+    pub evidence: Vec<String>,
+}
+
+impl Snapshot {
+    /// The schedule of `tasks` (id, scope): every pair's predicted overlap, from this
+    /// index as it is now.
+    pub fn schedule(&self, tasks: &[(String, TaskScope)]) -> Schedule {
+        let scopes: Vec<TaskScope> = tasks.iter().map(|(_, scope)| scope.clone()).collect();
+        let prints = self.footprints(&scopes);
+        let mut serialize = Vec::new();
+        let mut parallel = 0;
+        for i in 0..tasks.len() {
+            for j in i + 1..tasks.len() {
+                let overlap = predict(&prints[i], &prints[j]);
+                if overlap.decision == Decision::Serialize {
+                    serialize.push(ScheduledPair {
+                        a: tasks[i].0.clone(),
+                        b: tasks[j].0.clone(),
+                        score: overlap.score,
+                        files: overlap.files,
+                        evidence: overlap.evidence,
+                    });
+                } else {
+                    parallel += 1;
+                }
+            }
+        }
+        serialize.sort_by(|x, y| y.score.total_cmp(&x.score));
+        let footprints = tasks
+            .iter()
+            .zip(&prints)
+            .map(|((id, _), print)| {
+                let mut files: Vec<(&String, &f64)> = print.files.iter().collect();
+                files.sort_by(|x, y| y.1.total_cmp(x.1).then(x.0.cmp(y.0)));
+                (
+                    id.clone(),
+                    files.into_iter().take(5).map(|(f, _)| f.clone()).collect(),
+                )
+            })
+            .collect();
+        Schedule {
+            threshold: SERIALIZE_SCORE_MIN,
+            serialize,
+            parallel,
+            footprints,
+        }
+    }
+}
+
 /// Code-like words of a text: `snake_case`, `CamelCase`, `a::b` parts, `name()`.
 pub fn symbols_in(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();

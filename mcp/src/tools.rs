@@ -352,8 +352,10 @@ fn build_specs() -> Vec<ToolSpec> {
             "palm_team",
             "A team's board and mailbox",
             "A team of agents on a durable board (a job started by palm team start). \
-             action=board: its tasks (open, claimed, checking, done, failed; owner, \
-             depends_on), members, turns and mailbox. action=post: a message to the \
+             action=board: its tasks (open, claimed, checking, merging, done, failed; \
+             owner, depends_on, lane), members, turns and mailbox; with parallel, its \
+             schedule (task pairs predicted to touch a same file run one after the \
+             other) and the scheduler's decisions with their evidence. action=post: a message to the \
              mailbox (`text`, `to` a member or all, `from`). action=claim: `member` takes \
              `task` next. action=complete: `member` reports `task` done (its turn still \
              ends, then the task's check runs). action=budget: `turns` more member turns \

@@ -347,7 +347,7 @@ pub enum TeamCommand {
 #[derive(Debug, Args)]
 pub struct TeamStartArgs {
     /// The board: a YAML or JSON file with a list of tasks ({id, title, detail,
-    /// depends_on}), or `tasks:` holding one.
+    /// depends_on, files}), or `tasks:` holding one.
     pub tasks: PathBuf,
     /// A member: NAME=PROVIDER or NAME=PROVIDER:MODE (mode: observe, edit, execute).
     #[arg(long = "member", required = true)]
@@ -361,6 +361,11 @@ pub struct TeamStartArgs {
     /// Member turns before the team parks [default: 50].
     #[arg(long)]
     pub max_turns: Option<u32>,
+    /// Tasks in progress at once, each in its own worktree merged back when its check
+    /// passes; tasks predicted to touch a same file (the repo index) never run side by
+    /// side [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub parallel: Option<u32>,
     /// Return once it has started.
     #[arg(long)]
     pub no_wait: bool,

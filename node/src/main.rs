@@ -96,6 +96,49 @@ fn install_risk_scorer() {
     }));
 }
 
+/// A team with `parallel` asks which of its tasks will probably touch a same file: the
+/// repo index's prediction, when this binary has the index and the checkout is indexed.
+fn install_conflict_predictor() {
+    #[cfg(feature = "intel")]
+    palm_node::providers::lanes::set_conflict_predictor(std::sync::Arc::new(|repo, tasks| {
+        use palm_intel::overlap::TaskScope;
+        let intel = palm_intel::Intel::open(repo).map_err(|e| e.to_string())?;
+        // As for risk: only a checkout already indexed (building one here would hold the
+        // team for minutes on a large repo).
+        if !intel.root().join(".palm/index/meta.json").exists() {
+            return Err(format!(
+                "{} has no repo index (`palm index --repo {}` makes one)",
+                intel.root().display(),
+                intel.root().display()
+            ));
+        }
+        let mut warnings = Vec::new();
+        let snapshot = intel.snapshot(&mut warnings).map_err(|e| e.to_string())?;
+        let text = |task: &serde_json::Value, field: &str| {
+            task[field].as_str().unwrap_or_default().to_owned()
+        };
+        let scoped: Vec<(String, TaskScope)> = tasks
+            .iter()
+            .map(|task| {
+                let files = task["files"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.as_str().map(str::to_owned))
+                    .collect();
+                let words = format!("{}\n{}", text(task, "title"), text(task, "detail"));
+                let scope = TaskScope {
+                    files,
+                    symbols: Vec::new(),
+                    text: words.trim().to_owned(),
+                };
+                (text(task, "id"), scope)
+            })
+            .collect();
+        serde_json::to_value(snapshot.schedule(&scoped)).map_err(|e| e.to_string())
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if !matches!(cli.command, cli::Command::Up(_)) {
@@ -103,6 +146,7 @@ fn main() -> ExitCode {
     }
     init_logging(&cli.command);
     install_risk_scorer();
+    install_conflict_predictor();
     let json = cli.json;
     let out = output::Output::new(json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -102,6 +102,9 @@ fn team_flow(args: &TeamStartArgs) -> Result<String, CliError> {
     if let Some(turns) = args.max_turns {
         flow.push_str(&format!("    max_turns: {turns}\n"));
     }
+    if let Some(parallel) = args.parallel {
+        flow.push_str(&format!("    parallel: {parallel}\n"));
+    }
     Ok(flow)
 }
 
@@ -167,6 +170,7 @@ fn print_team(out: &crate::output::Output, v: &Value) {
             m["turns"]
         );
     }
+    print_schedule(board);
     let mail = board["mailbox"].as_array().map_or(0, Vec::len);
     if mail > 0 {
         println!("  mailbox: {mail} message(s); the latest:");
@@ -179,6 +183,60 @@ fn print_team(out: &crate::output::Output, v: &Value) {
                 m["text"].as_str().unwrap_or_default()
             );
         }
+    }
+}
+
+/// With `parallel`: the prediction and the scheduler's latest decisions.
+fn print_schedule(board: &Value) {
+    let schedule = &board["schedule"];
+    match schedule["source"].as_str() {
+        Some("intel") => println!(
+            "  schedule: {} of {} task pairs predicted to touch a same file run one after the other",
+            schedule["serialized"], schedule["pairs"]
+        ),
+        Some("none") => println!(
+            "  schedule: {}",
+            schedule["reason"].as_str().unwrap_or_default()
+        ),
+        Some("pending") => println!("  schedule: predicting conflicts"),
+        _ => return,
+    }
+    let decisions = board["decisions"].as_array().cloned().unwrap_or_default();
+    for d in &decisions[decisions.len().saturating_sub(8)..] {
+        let task = d["task"].as_str().unwrap_or_default();
+        let files = |v: &Value| {
+            v.as_array()
+                .map(|f| {
+                    f.iter()
+                        .filter_map(Value::as_str)
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default()
+        };
+        let line = if let Some(other) = d["waits_for"].as_str() {
+            format!(
+                "{task} waits for {other} (score {}: {})",
+                d["score"],
+                files(&d["files"])
+            )
+        } else if let Some(member) = d["member"].as_str() {
+            let beside = files(&d["beside"]);
+            match beside.is_empty() {
+                true => format!("{task} started by {member}"),
+                false => format!("{task} started by {member} beside {beside}"),
+            }
+        } else if d.get("merged").is_some() {
+            format!("{task} merged ({})", files(&d["merged"]))
+        } else if let Some(why) = d["merge_failed"].as_str() {
+            format!("{task} did not merge: {why}")
+        } else if let Some(who) = d["claim_lapsed"].as_str() {
+            format!("{task}: {who}'s claim lapsed")
+        } else {
+            continue;
+        };
+        println!("    {line}");
     }
 }
 

@@ -54,32 +54,55 @@ fn status(data: &Path, team: &str) -> Value {
 
 #[test]
 fn a_team_of_three_finishes_its_board_across_a_kill_9() {
+    finishes_across_a_kill_9(None);
+}
+
+#[test]
+fn a_parallel_team_finishes_its_board_across_a_kill_9() {
+    finishes_across_a_kill_9(Some("3"));
+}
+
+/// See the tests above; with `parallel`, the tasks work in lanes of an indexed checkout.
+fn finishes_across_a_kill_9(parallel: Option<&str>) {
     let data = data_dir();
     let work = tempfile::tempdir().expect("work");
     let log = work.path().join("members.log");
-    let checkout = checkout();
+    // With lanes: a checkout whose files each have their own history, and the first
+    // three tasks naming one each, so they are predicted apart and run side by side.
+    let checkout = match parallel {
+        Some(_) => three_file_checkout(true),
+        None => checkout(),
+    };
     setup(data.path(), &log, Some("d"));
+    if parallel.is_some() {
+        let board = BOARD
+            .replacen("config }", "config, files: [src/parser.rs] }", 1)
+            .replacen("plugins }", "plugins, files: [src/store.rs] }", 1)
+            .replacen("store }", "store, files: [docs/guide.md] }", 1);
+        std::fs::write(data.path().join("board.yaml"), board).expect("board");
+    }
     let up = Up::start(data.path(), &[]);
     let board = data.path().join("board.yaml").display().to_string();
-    let started = palm_env(
-        data.path(),
-        &[
-            "team",
-            "start",
-            &board,
-            "--member",
-            "ann=alpha",
-            "--member",
-            "ben=beta",
-            "--member",
-            "cat=alpha",
-            "--repo",
-            &checkout.path().display().to_string(),
-            "--no-wait",
-            "--json",
-        ],
-        &[],
-    );
+    let repo_arg = checkout.path().display().to_string();
+    let mut args = vec![
+        "team",
+        "start",
+        &board,
+        "--member",
+        "ann=alpha",
+        "--member",
+        "ben=beta",
+        "--member",
+        "cat=alpha",
+        "--repo",
+        &repo_arg,
+        "--no-wait",
+        "--json",
+    ];
+    if let Some(parallel) = parallel {
+        args.extend(["--parallel", parallel]);
+    }
+    let started = palm_env(data.path(), &args, &[]);
     assert_eq!(started.code, 0, "{}", started.stderr);
     let team = started.json()["team"].as_str().expect("team").to_owned();
     // Kill the node while d's turn hangs (a, b and c are done by then).
@@ -152,6 +175,27 @@ fn a_team_of_three_finishes_its_board_across_a_kill_9() {
         let seq = m["seq"].as_u64().expect("seq");
         assert!(seq > *last_seq.get(&from).unwrap_or(&0), "{mailbox:?}");
         last_seq.insert(from, seq);
+    }
+    if parallel.is_some() {
+        // Each task's lane merged once, and the team's worktree holds all their work.
+        let decided = decisions(&after);
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            let merges = decided
+                .iter()
+                .filter(|d| d["task"] == id && d["merged"].is_array())
+                .count();
+            assert_eq!(merges, 1, "{id}: {decided:#?}");
+        }
+        let own = team_worktree(data.path(), &team);
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            assert!(own.join(format!("done/{id}.txt")).exists(), "{id}");
+        }
+        assert!(
+            decided
+                .iter()
+                .any(|d| d["beside"].as_array().is_some_and(|b| !b.is_empty())),
+            "some tasks ran side by side: {decided:#?}"
+        );
     }
 }
 
@@ -268,4 +312,256 @@ fn a_board_file_is_read_as_written_and_refused_with_its_line() {
         "{}",
         ran.stderr
     );
+}
+
+/// A checkout with a commit per file (no file changed with another, so only what the
+/// tasks name ties them together), indexed when asked.
+fn three_file_checkout(index: bool) -> tempfile::TempDir {
+    let dir = common::git_repo(&[("src/parser.rs", "pub fn parse() {}\n")]);
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    for (path, text, subject) in [
+        ("src/store.rs", "pub fn open_store() {}\n", "add the store"),
+        ("docs/guide.md", "# Guide\n", "write the guide"),
+    ] {
+        let file = dir.path().join(path);
+        std::fs::create_dir_all(file.parent().expect("parent")).expect("dirs");
+        std::fs::write(file, text).expect("write");
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", subject]);
+    }
+    if index {
+        let data = data_dir();
+        let ran = palm_env(
+            data.path(),
+            &["index", "--repo", &dir.path().display().to_string()],
+            &[],
+        );
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    dir
+}
+
+/// palm.yaml with one member CLI whose turns take `seconds`.
+fn parallel_setup(data: &Path, log: &Path, seconds: &str) {
+    let member = repo().join("node/tests/fixtures/team/member");
+    std::fs::write(
+        data.join("palm.yaml"),
+        format!(
+            "agents:\n  alpha:\n    command: [\"{}\"]\n    env: {{MEMBER_PROVIDER: alpha, TEAM_LOG: \"{}\", TURN_SECONDS: \"{seconds}\"}}\n",
+            member.display(),
+            log.display()
+        ),
+    )
+    .expect("palm.yaml");
+}
+
+/// The job's own worktree on a checkout (lanes sit beside it with a longer name).
+fn team_worktree(data: &Path, team: &str) -> std::path::PathBuf {
+    let mut trees: Vec<std::path::PathBuf> = std::fs::read_dir(data.join("worktrees").join(team))
+        .expect("worktrees")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    trees.sort_by_key(|p| p.as_os_str().len());
+    trees.remove(0)
+}
+
+fn decisions(doc: &Value) -> Vec<Value> {
+    doc["board"]["decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_parallel_team_keeps_predicted_overlaps_apart_and_merges_every_lane() {
+    let data = data_dir();
+    let work = tempfile::tempdir().expect("work");
+    let log = work.path().join("members.log");
+    let checkout = three_file_checkout(true);
+    parallel_setup(data.path(), &log, "1.5");
+    // a and b name the same file: predicted to overlap, they must not run side by side;
+    // c touches another file and runs beside a; d waits for c (a dependency).
+    let board = data.path().join("board.yaml");
+    std::fs::write(
+        &board,
+        "- { id: a, title: extend the parser, files: [src/parser.rs] }
+- { id: b, title: tune the parser errors, files: [src/parser.rs] }
+- { id: c, title: grow the store, files: [src/store.rs] }
+- { id: d, title: document the store in the guide, files: [docs/guide.md], depends_on: [c] }
+",
+    )
+    .expect("board");
+    let ran = palm_env(
+        data.path(),
+        &[
+            "team",
+            "start",
+            &board.display().to_string(),
+            "--member",
+            "ann=alpha",
+            "--member",
+            "ben=alpha",
+            "--member",
+            "cat=alpha",
+            "--parallel",
+            "3",
+            "--repo",
+            &checkout.path().display().to_string(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    let doc = ran.json();
+    assert_eq!(doc["status"], "succeeded", "{doc:#}");
+    let schedule = &doc["board"]["schedule"];
+    assert_eq!(schedule["source"], "intel", "{schedule:#}");
+    assert_eq!(schedule["pairs"], 6);
+    let serialized = schedule["serialize"].as_array().expect("pairs");
+    assert!(
+        serialized
+            .iter()
+            .any(|p| p["a"] == "a" && p["b"] == "b" && p["files"][0] == "src/parser.rs"),
+        "{schedule:#}"
+    );
+    assert!(
+        !serialized
+            .iter()
+            .any(|p| (p["a"] == "a" || p["b"] == "a") && (p["a"] == "c" || p["b"] == "c")),
+        "a and c are apart: {schedule:#}"
+    );
+    // The decisions, with their evidence.
+    let decided = decisions(&doc);
+    let hold = decided
+        .iter()
+        .find(|d| d["task"] == "b" && d["waits_for"] == "a")
+        .unwrap_or_else(|| panic!("b waits for a: {decided:#?}"));
+    assert!(hold["score"].as_f64().expect("score") >= 0.85, "{hold}");
+    assert_eq!(hold["files"][0], "src/parser.rs");
+    let started_c = decided
+        .iter()
+        .find(|d| d["task"] == "c" && d["member"].is_string())
+        .expect("c started");
+    assert_eq!(
+        started_c["beside"],
+        serde_json::json!(["a"]),
+        "{decided:#?}"
+    );
+    for task in ["a", "b", "c", "d"] {
+        assert!(
+            decided
+                .iter()
+                .any(|d| d["task"] == task && d["merged"].is_array()),
+            "{task} merged: {decided:#?}"
+        );
+    }
+    // What really happened: a and c side by side, b only after a ended.
+    let lines = log_lines(&log);
+    let ends: Vec<Value> = std::fs::read_to_string(format!("{}.end", log.display()))
+        .expect("ends")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("end line"))
+        .collect();
+    let start = |task: &str| {
+        lines.iter().find(|l| l["task"] == task).expect(task)["start"]
+            .as_f64()
+            .expect("start")
+    };
+    let end = |task: &str| {
+        ends.iter().find(|l| l["task"] == task).expect(task)["end"]
+            .as_f64()
+            .expect("end")
+    };
+    assert!(
+        start("c") < end("a") && start("a") < end("c"),
+        "a and c overlapped"
+    );
+    assert!(start("b") > end("a"), "b ran after a");
+    assert_eq!(lines.len(), 4, "every task once: {lines:?}");
+    // Every lane came home: both edits of the shared file, one after the other, and the
+    // checkout itself untouched.
+    let own = team_worktree(data.path(), doc["team"].as_str().expect("team"));
+    let parser = std::fs::read_to_string(own.join("src/parser.rs")).expect("parser");
+    let edits: Vec<&str> = parser.lines().skip(1).collect();
+    assert_eq!(edits.len(), 2, "{parser}");
+    assert!(
+        edits[0].starts_with("a by ") && edits[1].starts_with("b by "),
+        "{parser}"
+    );
+    for file in ["src/store.rs", "docs/guide.md"] {
+        let text = std::fs::read_to_string(own.join(file)).expect(file);
+        assert_eq!(text.lines().count(), 2, "{file}: {text}");
+    }
+    for task in ["a", "b", "c", "d"] {
+        assert!(own.join(format!("done/{task}.txt")).exists(), "{task}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(checkout.path().join("src/parser.rs")).expect("checkout"),
+        "pub fn parse() {}\n"
+    );
+}
+
+#[test]
+fn a_parallel_team_without_a_prediction_runs_one_task_at_a_time_and_says_why() {
+    let data = data_dir();
+    let work = tempfile::tempdir().expect("work");
+    let log = work.path().join("members.log");
+    let checkout = three_file_checkout(false);
+    parallel_setup(data.path(), &log, "0");
+    let board = data.path().join("board.yaml");
+    std::fs::write(
+        &board,
+        "- { id: a, title: grow the store, files: [src/store.rs] }
+- { id: b, title: write the guide, files: [docs/guide.md] }
+",
+    )
+    .expect("board");
+    let ran = palm_env(
+        data.path(),
+        &[
+            "team",
+            "start",
+            &board.display().to_string(),
+            "--member",
+            "ann=alpha",
+            "--member",
+            "ben=alpha",
+            "--parallel",
+            "2",
+            "--repo",
+            &checkout.path().display().to_string(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    let doc = ran.json();
+    assert_eq!(doc["status"], "succeeded", "{doc:#}");
+    let schedule = &doc["board"]["schedule"];
+    assert_eq!(schedule["source"], "none", "{schedule:#}");
+    assert!(
+        schedule["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no repo index") && r.contains("palm index")),
+        "{schedule:#}"
+    );
+    let decided = decisions(&doc);
+    assert!(
+        decided
+            .iter()
+            .any(|d| d["task"] == "b" && d["waits_for"] == "a"),
+        "{decided:#?}"
+    );
+    let own = team_worktree(data.path(), doc["team"].as_str().expect("team"));
+    assert!(own.join("done/a.txt").exists() && own.join("done/b.txt").exists());
 }

@@ -20,8 +20,9 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use parse::{
-    AGENT_PROVIDER, ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, NODE_TYPES, RANK_PROVIDER,
-    VERIFY_PARSERS, VERIFY_PROVIDER, parse, parse_duration_ms, turn_schema,
+    AGENT_PROVIDER, ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, MERGE_PROVIDER, NODE_TYPES,
+    PREDICT_PROVIDER, RANK_PROVIDER, VERIFY_PARSERS, VERIFY_PROVIDER, parse, parse_duration_ms,
+    turn_schema,
 };
 
 /// A position in a source file (1-based line and column).
@@ -387,15 +388,19 @@ pub enum NodeKind {
     Team(TeamSpec),
 }
 
-/// `team: {members, tasks, repo, check, max_turns, attempts, key, save}`.
+/// `team: {members, tasks, repo, parallel, check, max_turns, attempts, key, save}`.
 #[derive(Clone, Debug)]
 pub struct TeamSpec {
     /// Who works, in order (an idle member takes the first ready task).
     pub members: Vec<TeamMember>,
     /// The board: a list of `{id, title, detail, depends_on}` (literal or a template).
     pub tasks: ValueTemplate,
-    /// The checkout the members work on (one shared worktree: their runs take turns).
+    /// The checkout the members work on: one shared worktree, their runs taking turns;
+    /// with `parallel` above 1, a lane per task forked from it and merged back.
     pub repo: Option<ValueTemplate>,
+    /// Tasks in progress at once (1: one turn at a time). Above 1, two tasks predicted to
+    /// touch a same file never run side by side.
+    pub parallel: u32,
     /// A check a task's turn must pass before the task is done (the completion gate).
     pub check: Option<CallSpec>,
     /// Member turns the team may take before it parks (resumable with more).

@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 
 mod team;
 mod verification;
-pub use team::turn_schema;
+pub use team::{MERGE_PROVIDER, PREDICT_PROVIDER, turn_schema};
 pub use verification::{
     ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, RANK_PROVIDER, VERIFY_PARSERS, VERIFY_PROVIDER,
 };
@@ -2291,7 +2291,7 @@ tree:
       - gate: { human: { key: review, prompt: "ship?" } }
       - loop: { do: { set: { iteration: done } }, max_iterations: 3, stagnation: 2, every: 1s, timeout: 1h, key: "l-{{ input.who }}", save: looped }
       - best_of: { n: 2, providers: [claude, codex], attempt: { agent: { prompt: "try {{ attempt.index }}" } }, rank: [verify, diff_size] }
-      - team: { members: [{name: ann, provider: claude}, {name: ben, provider: codex, mode: observe}], tasks: [{id: a, title: x}, {id: b, depends_on: [a]}], repo: ".", check: "cargo test", max_turns: 9, attempts: 2, turn_timeout: 5m }
+      - team: { members: [{name: ann, provider: claude}, {name: ben, provider: codex, mode: observe}], tasks: [{id: a, title: x}, {id: b, depends_on: [a]}], repo: ".", parallel: 2, check: "cargo test", max_turns: 9, attempts: 2, turn_timeout: 5m }
 "#;
         let definition = parse(source, "f.yaml").unwrap_or_else(|d| panic!("{d:#?}"));
         let mut types = Vec::new();

@@ -619,60 +619,88 @@ impl Agents {
         tree: &str,
         violation: bool,
     ) -> Result<Value, Failure> {
-        let worktree = worktree.clone();
-        let tree = tree.to_owned();
-        let diff = blocking(move || {
-            git::diff(&worktree, &worktree.base.clone(), &tree)
-                .map(|d| (d, worktree))
-                .map_err(|e| e.to_string())
-        })
-        .await?;
-        let (diff, worktree) = diff;
-        let findings = secrets::scan_diff(&diff.text);
-        let status = if violation {
-            "violation"
-        } else if !findings.is_empty() {
-            "blocked"
-        } else {
-            "pending"
+        let made_by = PatchOrigin {
+            job: &ctx.effect.job,
+            effect: &ctx.effect.key,
+            provider: &spec.provider,
+            lane: spec.lane.as_deref(),
         };
-        let id = git::content_id(format!("{}\n{}", worktree.base, diff.text).as_bytes());
-        let meta = json!({
-            "id": id,
-            "job": ctx.effect.job,
-            "effect": ctx.effect.key,
-            "provider": spec.provider,
-            "lane": spec.lane,
-            "repo": worktree.repo.display().to_string(),
-            "worktree": worktree.path.display().to_string(),
-            "base": worktree.base,
-            "files": diff.files,
-            "added": diff.added,
-            "removed": diff.removed,
-            "status": status,
-            "findings": findings,
-            "created_at": crate::genome::now_ms(),
-        });
-        let dir = self.data.join("patches");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Failure::new(format!("agent: cannot create {}: {e}", dir.display())))?;
-        write(&dir.join(format!("{id}.diff")), diff.text.as_bytes())?;
-        write(
-            &dir.join(format!("{id}.json")),
-            serde_json::to_string_pretty(&meta)
-                .unwrap_or_default()
-                .as_bytes(),
-        )?;
-        Ok(json!({
-            "id": id,
-            "base": meta["base"],
-            "files": meta["files"],
-            "added": diff.added,
-            "removed": diff.removed,
-            "status": status,
-            "findings": meta["findings"],
-        }))
+        store_patch(&self.data, &made_by, worktree, tree, violation).await
     }
+}
+
+/// Who made a patch: the job, the effect, the provider, the lane (a `best_of` attempt's,
+/// a team member's turn).
+pub(crate) struct PatchOrigin<'a> {
+    pub job: &'a str,
+    pub effect: &'a str,
+    pub provider: &'a str,
+    pub lane: Option<&'a str>,
+}
+
+/// Stores a job's cumulative patch on `worktree` (its base to `tree`) under
+/// `DATA/patches`, and answers its description. A diff with a secret in it is stored
+/// `blocked`; one from a run past its authority, `violation`.
+pub(crate) async fn store_patch(
+    data: &Path,
+    made_by: &PatchOrigin<'_>,
+    worktree: &Worktree,
+    tree: &str,
+    violation: bool,
+) -> Result<Value, Failure> {
+    let worktree = worktree.clone();
+    let tree = tree.to_owned();
+    let diff = blocking(move || {
+        git::diff(&worktree, &worktree.base.clone(), &tree)
+            .map(|d| (d, worktree))
+            .map_err(|e| e.to_string())
+    })
+    .await?;
+    let (diff, worktree) = diff;
+    let findings = secrets::scan_diff(&diff.text);
+    let status = if violation {
+        "violation"
+    } else if !findings.is_empty() {
+        "blocked"
+    } else {
+        "pending"
+    };
+    let id = git::content_id(format!("{}\n{}", worktree.base, diff.text).as_bytes());
+    let meta = json!({
+        "id": id,
+        "job": made_by.job,
+        "effect": made_by.effect,
+        "provider": made_by.provider,
+        "lane": made_by.lane,
+        "repo": worktree.repo.display().to_string(),
+        "worktree": worktree.path.display().to_string(),
+        "base": worktree.base,
+        "files": diff.files,
+        "added": diff.added,
+        "removed": diff.removed,
+        "status": status,
+        "findings": findings,
+        "created_at": crate::genome::now_ms(),
+    });
+    let dir = data.join("patches");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::new(format!("agent: cannot create {}: {e}", dir.display())))?;
+    write(&dir.join(format!("{id}.diff")), diff.text.as_bytes())?;
+    write(
+        &dir.join(format!("{id}.json")),
+        serde_json::to_string_pretty(&meta)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    Ok(json!({
+        "id": id,
+        "base": meta["base"],
+        "files": meta["files"],
+        "added": diff.added,
+        "removed": diff.removed,
+        "status": status,
+        "findings": meta["findings"],
+    }))
 }
 
 /// Where a job's step works on `repo` (absent: the node's working directory): in a git

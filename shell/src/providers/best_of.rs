@@ -46,26 +46,27 @@ impl BestOf {
     }
 
     /// The winner's change, carried into the job's own worktree on its repo, so the steps
-    /// after the `best_of` (a gate, a check, `apply_on_success`) work on it.
+    /// after the `best_of` (a gate, a check, `apply_on_success`) work on it: what its lane
+    /// added since it forked from the job's worktree (all or nothing, once).
     async fn carry(&self, job: &str, patch: &str) -> Result<String, String> {
         let meta = Patches::new(&self.data)
             .show(patch)
             .map_err(|e| e.to_string())?;
         let repo = PathBuf::from(meta["repo"].as_str().unwrap_or_default());
-        let diff = self.data.join("patches").join(format!("{patch}.diff"));
+        let lane = meta["lane"]
+            .as_str()
+            .ok_or_else(|| format!("patch {patch} has no lane to carry from"))?
+            .to_owned();
         let worktrees = self.data.join("worktrees");
         let job = job.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let tree =
-                git::ensure_worktree(&worktrees, &job, &repo, None).map_err(|e| e.to_string())?;
-            match git::carry(&tree, &diff) {
-                Ok(true) => Ok(format!("carried into {}", tree.path.display())),
-                Ok(false) => Ok(format!("already in {}", tree.path.display())),
-                Err(e) => Err(format!(
-                    "not carried into {} (it does not apply there: {e}); it stays in its lane",
-                    tree.path.display()
-                )),
+        tokio::task::spawn_blocking(move || match git::merge_lane(&worktrees, &job, &repo, &lane) {
+            Ok(merged) if merged.applied => {
+                Ok(format!("carried into {}", merged.own.path.display()))
             }
+            Ok(merged) => Ok(format!("already in {}", merged.own.path.display())),
+            Err(e) => Err(format!(
+                "not carried into the job's worktree (it does not apply there: {e}); it stays in its lane"
+            )),
         })
         .await
         .map_err(|e| e.to_string())?

@@ -1,5 +1,6 @@
 //! The built-in providers of the `call` leaf — `http`, `file`, `kv` and `palm`; `agent`,
-//! `verify`, `gate` and `best_of` behind the agent and verification nodes — the
+//! `verify`, `gate` and `best_of` behind the agent and verification nodes, `conflicts`
+//! and `merge_lane` behind a team's lanes — the
 //! providers a node declares in `palm.yaml` ([`declared`]), and [`builtin`], the registry
 //! a node starts with. The contract they implement is
 //! `crate::genome::provider` (re-exported here): extension is by registration, never by
@@ -17,6 +18,7 @@ pub mod file;
 pub mod gate;
 pub mod http;
 pub mod kv;
+pub mod lanes;
 pub mod palm;
 pub mod verify;
 
@@ -45,6 +47,8 @@ pub fn builtin(data: &std::path::Path, settings: &ProviderSettings) -> Registry 
     registry.register(Arc::new(gate::Gate::new(agents, data)));
     registry.register(Arc::new(verify::Verify::new(data)));
     registry.register(Arc::new(best_of::BestOf::new(data)));
+    registry.register(Arc::new(lanes::Conflicts));
+    registry.register(Arc::new(lanes::MergeLane::new(data)));
     for spec in &settings.declared {
         match declared::Declared::new(spec.clone(), data, http.clone()) {
             Ok(provider) => registry.register(Arc::new(provider)),

@@ -5,6 +5,7 @@
 //!   members: [{name: alice, provider: claude}, {name: bob, provider: codex, mode: edit}]
 //!   tasks: "{{ input.tasks }}"        # or a literal list of {id, title, detail, depends_on}
 //!   repo: "{{ input.repo }}"
+//!   parallel: 2                      # tasks in progress at once, each in its own lane
 //!   check: { cmd: "cargo test" }     # the completion gate of every task (a verify)
 //!   max_turns: 30                    # then the team parks until given more
 //!   key: team                        # the wait key posts, claims and budget arrive on
@@ -14,6 +15,11 @@
 use super::{Parser, describe};
 use crate::definition::yaml::{Spanned, Value};
 use crate::definition::{Node, NodeKind, Span, TeamMember, TeamSpec};
+
+/// The provider that predicts which tasks of a board overlap (a team with `parallel`).
+pub const PREDICT_PROVIDER: &str = "conflicts";
+/// The provider that merges a member's lane back into the team's worktree.
+pub const MERGE_PROVIDER: &str = "merge_lane";
 
 /// Most members of one team.
 pub const TEAM_MEMBERS_MAX: usize = 16;
@@ -30,6 +36,7 @@ impl Parser {
                 "members",
                 "tasks",
                 "repo",
+                "parallel",
                 "check",
                 "max_turns",
                 "attempts",
@@ -63,6 +70,21 @@ impl Parser {
             }
             None => None,
         };
+        let parallel = match options.get("parallel") {
+            Some(node) => {
+                let parallel = self.count(node, "`parallel`", 1)?;
+                if parallel as usize > TEAM_MEMBERS_MAX {
+                    self.error(
+                        node.span,
+                        format!("`parallel` is at most {TEAM_MEMBERS_MAX}, found {parallel}"),
+                        None,
+                    );
+                    return None;
+                }
+                parallel
+            }
+            None => 1,
+        };
         let max_turns = match options.get("max_turns") {
             Some(node) => self.count(node, "`max_turns`", 1)?,
             None => 50,
@@ -90,6 +112,7 @@ impl Parser {
                 members,
                 tasks,
                 repo,
+                parallel,
                 check,
                 max_turns,
                 attempts,
