@@ -100,6 +100,21 @@ pub fn scan_line(text: &str, path: &str, line: u64) -> Vec<Finding> {
     found
 }
 
+/// `text` with every match replaced by `[redacted:KIND]` (the session index keeps no
+/// secret a transcript held).
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for (kind, pattern) in patterns() {
+        if pattern.is_match(&out) {
+            let replaced = pattern
+                .replace_all(&out, format!("[redacted:{kind}]").as_str())
+                .into_owned();
+            out = std::borrow::Cow::Owned(replaced);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +134,20 @@ mod tests {
         assert_eq!(findings[0].excerpt, "AKIA…");
         assert!(scan_line("-----BEGIN OPENSSH PRIVATE KEY-----", "k", 1)[0].kind == "private_key");
         assert!(scan_line("let x = 42; // nothing here", "a.rs", 1).is_empty());
+    }
+
+    #[test]
+    fn redaction_leaves_no_secret_and_the_rest_as_it_was() {
+        let text =
+            "export AWS=AKIAIOSFODNN7EXAMPLE and token ghp_abcdefghijklmnopqrstuvwxyz0123456789 ok";
+        let clean = redact(text);
+        assert_eq!(
+            clean,
+            "export AWS=[redacted:aws_access_key] and token [redacted:github_token] ok"
+        );
+        assert!(matches!(
+            redact("nothing here"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -493,6 +493,46 @@ fn build_specs() -> Vec<ToolSpec> {
             json!({"type": "object", "required": ["node"], "properties": {"node": {"type": "string"}}}),
             [true, false, true],
         ),
+        (
+            "palm_recall",
+            "Search past agent sessions",
+            "Every archived Claude and Codex session of this machine, searched at once \
+             (BM25; secrets redacted): what was tried, decided or said before. Hits name \
+             the session, vendor, file and line, time, role (user, assistant, tool_call, \
+             tool_result, reasoning, system, summary) and a snippet; palm_session shows \
+             the session around a hit. Run `palm sessions ingest` (or a node that tails) \
+             to archive new sessions.",
+            object(
+                json!({
+                    "query": string("Words to look for (\"quoted phrases\", AND/OR/-word work)."),
+                    "repo": string("Only sessions that worked in this directory or below it (absolute path)."),
+                    "since": string("Only entries from this long ago or newer (e.g. 7d, 12h)."),
+                    "vendor": {"type": "string", "enum": ["claude", "codex"]},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "Most hits (default 20)."}
+                }),
+                &["query"],
+            ),
+            json!({"type": "object", "required": ["hits"], "properties": {"hits": {"type": "array"}}}),
+            [true, false, true],
+        ),
+        (
+            "palm_session",
+            "One past agent session",
+            "A session read back from the archive (even after the vendor deleted its \
+             file): its entries in order, its cwd, branch and times, and the Palm runs, \
+             worktrees, patches and commits it is linked to. With `at`, only the entries \
+             around that line of its file (a palm_recall hit's line).",
+            object(
+                json!({
+                    "id": string("The session id (a palm_recall hit's `session`)."),
+                    "at": {"type": "integer", "minimum": 1, "description": "Only the entries around this line."}
+                }),
+                &["id"],
+            ),
+            json!({"type": "object", "required": ["session", "entries"], "properties": {
+                "session": {"type": "string"}, "entries": {"type": "array"}, "links": {"type": "object"}}}),
+            [true, false, true],
+        ),
     ];
     rows.into_iter()
         .map(
@@ -750,11 +790,37 @@ pub async fn call(
                 value,
             })
         }
+        "palm_recall" | "palm_session" => {
+            let hook = SESSIONS.get().ok_or_else(|| {
+                ToolError::new(
+                    "unavailable",
+                    "this palm was built without the session memory (feature `intel`)",
+                )
+            })?;
+            let data = link.data().to_owned();
+            let name = tool.name;
+            tokio::task::spawn_blocking(move || hook(&data, name, &arguments))
+                .await
+                .map_err(|e| ToolError::new("error", e.to_string()))?
+        }
         other => Err(ToolError::new(
             "unknown_tool",
             format!("no tool named `{other}`"),
         )),
     }
+}
+
+/// Runs `palm_recall` and `palm_session` on a node's data directory: the session memory
+/// is in the binary built with it, which installs this (the MCP crate stays thin).
+pub type SessionsHook = Arc<
+    dyn Fn(&std::path::Path, &str, &Map<String, Value>) -> Result<Answer, ToolError> + Send + Sync,
+>;
+
+static SESSIONS: std::sync::OnceLock<SessionsHook> = std::sync::OnceLock::new();
+
+/// Installs the session memory's tools (the first one installed stays).
+pub fn set_sessions(hook: SessionsHook) {
+    let _ = SESSIONS.set(hook);
 }
 
 /// The calls that would move a job on: a `palm_continue` per wait it is parked on.

@@ -177,6 +177,14 @@ pub enum Command {
     /// The jobs' worktrees: list them with their disk use, reclaim finished ones.
     #[command(subcommand)]
     Worktrees(WorktreesCommand),
+    /// The agents' session memory: ingest Claude and Codex transcripts into an archive
+    /// that outlives the vendors' sweeps; list, show, forget, prune.
+    #[cfg(feature = "intel")]
+    #[command(subcommand)]
+    Sessions(crate::sessions_cmd::SessionsCommand),
+    /// Search every archived agent session (Claude and Codex) at once.
+    #[cfg(feature = "intel")]
+    Recall(crate::sessions_cmd::RecallArgs),
     /// Repo intelligence: index, symbols, callers, search, neighbors, risk, changed-now,
     /// explain, handoff (see `intel_cmd.rs`).
     #[cfg(feature = "intel")]
@@ -675,6 +683,10 @@ pub enum BenchCommand {
     /// versus ripgrep.
     #[cfg(feature = "intel")]
     Index(crate::bench_index::BenchIndexArgs),
+    /// Session memory: ingest of a generated corpus of transcripts versus the floor of
+    /// reading, hashing and parsing it; a second ingest; recall latency.
+    #[cfg(feature = "intel")]
+    Sessions(crate::bench_sessions::BenchSessionsArgs),
     /// One QUIC tunnel on loopback versus a bare quinn framed echo.
     Tunnel(BenchTunnelArgs),
     /// Placement across a tree of real processes (root <- realm <- edges) versus the
@@ -767,7 +779,7 @@ mod tests {
         assert_eq!(listed, expected);
     }
 
-    const DOCS: [(&str, &str); 8] = [
+    const DOCS: [(&str, &str); 9] = [
         ("README.md", include_str!("../../README.md")),
         ("docs/agents.md", include_str!("../../docs/agents.md")),
         (
@@ -782,6 +794,7 @@ mod tests {
         ("docs/intel.md", include_str!("../../docs/intel.md")),
         ("docs/mcp.md", include_str!("../../docs/mcp.md")),
         ("docs/mcp-card.md", include_str!("../../docs/mcp-card.md")),
+        ("docs/sessions.md", include_str!("../../docs/sessions.md")),
     ];
 
     /// Splits a shell command line into words: single and double quotes, backslash

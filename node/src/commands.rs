@@ -103,7 +103,13 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         #[cfg(feature = "intel")]
         Command::Bench(BenchCommand::Index(args)) => crate::bench_index::run(&ctx, args),
         #[cfg(feature = "intel")]
+        Command::Bench(BenchCommand::Sessions(args)) => crate::bench_sessions::run(&ctx, args),
+        #[cfg(feature = "intel")]
         Command::Intel(command) => crate::intel_cmd::run(&ctx, command),
+        #[cfg(feature = "intel")]
+        Command::Sessions(command) => crate::sessions_cmd::run(&ctx, command),
+        #[cfg(feature = "intel")]
+        Command::Recall(args) => crate::sessions_cmd::recall(&ctx, args),
     }
 }
 
@@ -429,6 +435,12 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
         embedded: false,
     })
     .await?;
+    // The agents' transcripts, kept archived while the node runs (`sessions: {tail}`).
+    #[cfg(feature = "intel")]
+    let _tail = config
+        .sessions
+        .as_ref()
+        .map(|tail| crate::sessions_cmd::Tail::start(&ctx.data, tail));
     let tree = match plan {
         Some(plan) => match node.start_tree(plan, config.link.clone()).await {
             Ok(tree) => Some(tree),

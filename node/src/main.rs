@@ -7,6 +7,8 @@ mod agent_cmd;
 mod bench;
 #[cfg(feature = "intel")]
 mod bench_index;
+#[cfg(feature = "intel")]
+mod bench_sessions;
 mod bench_tree;
 mod bench_tunnel;
 mod cli;
@@ -23,6 +25,8 @@ mod jobs_cmd;
 mod output;
 mod places_cmd;
 mod route_cmd;
+#[cfg(feature = "intel")]
+mod sessions_cmd;
 mod sim_cmd;
 mod team_cmd;
 mod tokens_cmd;
@@ -139,6 +143,71 @@ fn install_conflict_predictor() {
     }));
 }
 
+/// MCP's `palm_recall` and `palm_session` answer from the session memory, when this
+/// binary has it.
+fn install_session_tools() {
+    #[cfg(feature = "intel")]
+    palm_mcp::tools::set_sessions(std::sync::Arc::new(|data, tool, arguments| {
+        use palm_mcp::tools::{Answer, ToolError};
+        let failed =
+            |err: palm_sessions::SessionsError| ToolError::new(err.kind(), err.to_string());
+        let memory = palm_sessions::Memory::open(data).map_err(failed)?;
+        let text = |name: &str| arguments.get(name).and_then(|v| v.as_str());
+        if tool == "palm_session" {
+            let id = text("id").unwrap_or_default();
+            let at = arguments.get("at").and_then(|v| v.as_u64());
+            let shown = memory.show(id, at).map_err(failed)?;
+            let summary = format!(
+                "session {id} ({}): {} entries shown, {} runs, {} patches, {} commits linked",
+                shown.listed.vendor.map(|v| v.as_str()).unwrap_or("?"),
+                shown.entries.len(),
+                shown.links.runs.len(),
+                shown.links.patches.len(),
+                shown.links.commits.len()
+            );
+            let value = serde_json::to_value(&shown).unwrap_or_default();
+            return Ok(Answer { value, summary });
+        }
+        let since_ms = match text("since") {
+            Some(since) => {
+                let ms = palm_actors::definition::parse_duration_ms(since).ok_or_else(|| {
+                    ToolError::argument(format!("palm_recall: `since` {since} is not a duration"))
+                })?;
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                Some(now - i64::try_from(ms).unwrap_or(i64::MAX / 2))
+            }
+            None => None,
+        };
+        let recall = palm_sessions::Recall {
+            query: text("query").unwrap_or_default().to_owned(),
+            repo: text("repo").map(str::to_owned),
+            since_ms,
+            vendor: text("vendor").and_then(palm_sessions::Vendor::parse),
+            limit: arguments
+                .get("limit")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(20) as usize,
+        };
+        let hits = memory.recall(&recall).map_err(failed)?;
+        let summary = match hits.first() {
+            Some(best) => format!(
+                "{} hits; best: session {} line {}: {}",
+                hits.len(),
+                best.session,
+                best.line,
+                best.snippet
+            ),
+            None => "no hits".to_owned(),
+        };
+        Ok(Answer {
+            value: serde_json::json!({"hits": hits}),
+            summary,
+        })
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if !matches!(cli.command, cli::Command::Up(_)) {
@@ -147,6 +216,7 @@ fn main() -> ExitCode {
     init_logging(&cli.command);
     install_risk_scorer();
     install_conflict_predictor();
+    install_session_tools();
     let json = cli.json;
     let out = output::Output::new(json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

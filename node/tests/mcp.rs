@@ -260,7 +260,7 @@ fn tools_answer_structured_content_and_text() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tools.len(), 14, "{listed}");
+    assert_eq!(tools.len(), 16, "{listed}");
     for tool in &tools {
         assert!(tool["outputSchema"].is_object(), "{tool}");
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
@@ -299,6 +299,21 @@ fn tools_answer_structured_content_and_text() {
     );
     let places = session.call(7, "palm_places", json!({}));
     assert_eq!(places["result"]["isError"], false, "{places}");
+    // The session memory: an empty archive answers no hits; an unknown session is a
+    // tool error that names it.
+    let recall = session.call(9, "palm_recall", json!({"query": "lease renewal"}));
+    assert_eq!(recall["result"]["isError"], false, "{recall}");
+    assert_eq!(
+        recall["result"]["structuredContent"]["hits"],
+        json!([]),
+        "{recall}"
+    );
+    let missing = session.call(10, "palm_session", json!({"id": "nope"}));
+    assert_eq!(missing["result"]["isError"], true, "{missing}");
+    assert!(
+        missing.to_string().contains("no session `nope`"),
+        "{missing}"
+    );
     let card = session.request(8, "resources/read", json!({"uri": "palm://agent/card"}));
     assert!(
         card["result"]["contents"][0]["text"]

@@ -33,6 +33,75 @@ pub struct NodeConfig {
     pub lease_ms: Option<u64>,
     /// How long ended jobs are kept (`retention:`).
     pub retention: Option<palm_actors::path::retention::Retention>,
+    /// The session memory's tailing (`sessions:`).
+    pub sessions: Option<SessionsConfig>,
+}
+
+/// `sessions: {tail: DURATION, claude_dir: DIR, codex_dir: DIR}`: a node that keeps the
+/// agents' transcripts archived, ingesting what is new every `tail`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionsConfig {
+    /// How often (ms).
+    pub every_ms: u64,
+    /// Claude Code's projects directory [default: ~/.claude/projects].
+    pub claude_dir: Option<PathBuf>,
+    /// Codex's home [default: $CODEX_HOME, else ~/.codex].
+    pub codex_dir: Option<PathBuf>,
+}
+
+/// The shortest tailing interval.
+const SESSIONS_TAIL_MS_MIN: u64 = 1_000;
+
+fn sessions(
+    value: &palm_actors::definition::yaml::Spanned,
+) -> Result<SessionsConfig, (palm_actors::definition::Span, String)> {
+    use palm_actors::definition::parse_duration_ms;
+    let Value::Map(fields) = &value.value else {
+        return Err((
+            value.span,
+            "`sessions` must be a mapping like `{tail: 60s}`".into(),
+        ));
+    };
+    let mut config = SessionsConfig::default();
+    for (field, setting) in fields {
+        let dir = || {
+            setting.as_str().map(PathBuf::from).ok_or_else(|| {
+                (
+                    setting.span,
+                    format!(
+                        "`sessions.{}` must be a directory",
+                        field.as_str().unwrap_or_default()
+                    ),
+                )
+            })
+        };
+        match field.as_str().unwrap_or_default() {
+            "tail" => {
+                config.every_ms = setting
+                    .as_str()
+                    .and_then(parse_duration_ms)
+                    .filter(|ms| *ms >= SESSIONS_TAIL_MS_MIN)
+                    .ok_or_else(|| {
+                        (
+                            setting.span,
+                            "`sessions.tail` must be a duration of at least 1s, like 60s".into(),
+                        )
+                    })?;
+            }
+            "claude_dir" => config.claude_dir = Some(dir()?),
+            "codex_dir" => config.codex_dir = Some(dir()?),
+            other => {
+                return Err((
+                    field.span,
+                    format!("unknown key `sessions.{other}`; known: tail, claude_dir, codex_dir"),
+                ));
+            }
+        }
+    }
+    if config.every_ms == 0 {
+        return Err((value.span, "`sessions` needs `tail: DURATION`".into()));
+    }
+    Ok(config)
 }
 
 /// Loads `explicit`, else `DIR/palm.yaml` if it exists, else defaults.
@@ -556,6 +625,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
             "retention" => {
                 config.retention = Some(retention(value).map_err(|(span, m)| at(span, m))?)
             }
+            "sessions" => config.sessions = Some(sessions(value).map_err(|(span, m)| at(span, m))?),
             "lease_ms" => match value.value {
                 Value::Int(n) if n >= 500 => config.lease_ms = Some(n as u64),
                 _ => return Err(at(value.span, "`lease_ms` must be an integer ≥ 500".into())),
@@ -616,7 +686,8 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                             )?;
                             config.providers.http_ca = Some(std::path::PathBuf::from(ca));
                         }
-                        "kv" | "palm" | "agent" | "verify" | "gate" | "best_of" => {
+                        "kv" | "palm" | "agent" | "verify" | "gate" | "best_of" | "conflicts"
+                        | "merge_lane" => {
                             return Err(at(
                                 name.span,
                                 format!(
@@ -637,7 +708,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 return Err(at(
                     key.span,
                     format!(
-                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention"
+                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention, sessions"
                     ),
                 ));
             }
@@ -673,6 +744,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sessions_tailing_is_read_and_checked() {
+        let config = parse("sessions: {tail: 60s, claude_dir: /c}\n", "palm.yaml").expect("ok");
+        let sessions = config.sessions.expect("sessions");
+        assert_eq!(sessions.every_ms, 60_000);
+        assert_eq!(sessions.claude_dir, Some(PathBuf::from("/c")));
+        for (text, expected) in [
+            ("sessions: {tail: 10ms}\n", "at least 1s"),
+            ("sessions: {claude_dir: /c}\n", "needs `tail"),
+            (
+                "sessions: {tail: 1m, every: 2}\n",
+                "unknown key `sessions.every`",
+            ),
+            ("sessions: yes\n", "must be a mapping"),
+        ] {
+            let err = parse(text, "palm.yaml").expect_err(text);
+            assert!(err.message.contains(expected), "{text}: {}", err.message);
+        }
+    }
+
+    #[test]
     fn reads_known_keys_and_refuses_others() {
         let config = parse("name: box\nseats: 3\ncapabilities: [gpu]\n", "palm.yaml")
             .map_err(|e| e.message)
@@ -683,7 +774,7 @@ mod tests {
         let err = parse("name: box\nseets: 3\n", "palm.yaml").unwrap_err();
         assert_eq!(
             err.message,
-            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention"
+            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention, sessions"
         );
         assert!(parse("seats: 0\n", "palm.yaml").is_err());
         let config = parse(

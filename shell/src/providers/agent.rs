@@ -492,11 +492,20 @@ impl Agents {
         let stdout = child.stdout.take();
         let provider = spec.provider.clone();
         let is_custom = declared.is_some();
+        // Who the session works for: recorded beside its id as soon as the vendor names
+        // it, so the session memory links the session to this run from its start.
+        let origin = json!({
+            "job": ctx.effect.job,
+            "effect": ctx.effect.key,
+            "worktree": workdir_text,
+            "started_ms": crate::genome::now_ms(),
+        });
         let reader = tokio::spawn(read_stream(
             stdout,
             transcript_path.clone(),
             provider,
             is_custom,
+            origin,
         ));
         let timeout_ms = spec
             .timeout_ms
@@ -949,6 +958,7 @@ async fn read_stream(
     path: PathBuf,
     provider: String,
     custom: bool,
+    origin: Value,
 ) -> StreamRead {
     let mut claude = palm_agents::claude::Parser::new();
     let mut codex = palm_agents::codex::Parser::new();
@@ -1004,7 +1014,9 @@ async fn read_stream(
                     if let Some(session) = session
                         && saved_session.as_deref() != Some(session)
                     {
-                        let record = json!({"provider": provider, "session_id": session});
+                        let mut record = origin.clone();
+                        record["provider"] = json!(provider);
+                        record["session_id"] = json!(session);
                         let _ =
                             tokio::fs::write(path.with_file_name(SESSION_FILE), record.to_string())
                                 .await;
