@@ -21,7 +21,7 @@ use tantivy::IndexWriter;
 const HEAD_BYTES: u64 = 4096;
 /// A line longer than this is skipped (counted, not read): a transcript line is a JSON
 /// object, and one this large is a tool's whole output, not worth holding in memory.
-pub const LINE_BYTES_MAX: usize = 64 << 20;
+pub const LINE_BYTES_MAX: usize = 16 << 20;
 /// How deep below a vendor's root files are looked for.
 const DEPTH_MAX: usize = 6;
 
@@ -244,7 +244,7 @@ impl Ingest<'_> {
             while let Some(newline) = bytes[at..].iter().position(|&b| b == b'\n') {
                 let line_end = at + newline;
                 state.lines += 1;
-                if skipping {
+                if skipping || pending.len() + (line_end - at) > LINE_BYTES_MAX {
                     skipping = false;
                     self.report.lines_skipped += 1;
                 } else {

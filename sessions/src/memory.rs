@@ -197,39 +197,56 @@ impl Memory {
                 "bytes": state.archived,
                 "present": state.path.exists(),
             }));
-            let bytes = self.archive.read(&state.chunks)?;
             let name = state
                 .path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let mut reader = Reader::new(state.vendor, &name);
-            let mut read: Vec<Entry> = Vec::new();
-            // The lines ingested (a partial last line was not, and is not shown).
-            let complete = &bytes[..(state.fed as usize).min(bytes.len())];
-            for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
-                if (i as u64) >= state.lines {
-                    break;
-                }
-                let text = String::from_utf8_lossy(line);
-                let text = text.strip_suffix('\r').unwrap_or(&text);
-                reader.line(i as u64 + 1, text, &mut read);
-            }
             let shown_path = state.path.display().to_string();
-            for entry in read.into_iter().filter(|e| e.session == id) {
-                if let Some(at) = at
-                    && entry.line.abs_diff(at) > AROUND_LINES
-                {
-                    continue;
-                }
-                entries.push(ShownEntry {
-                    file: shown_path.clone(),
-                    line: entry.line,
-                    timestamp: rfc3339(entry.timestamp_ms),
-                    role: entry.role.as_str(),
-                    tool: entry.tool,
-                    text: palm_agents::secrets::redact(&entry.text).into_owned(),
+            // Earlier versions of a file rewritten in place first (their entries are
+            // still indexed), then the file as it is.
+            let versions =
+                state
+                    .previous
+                    .iter()
+                    .map(|chunks| (chunks, None))
+                    .chain(std::iter::once((
+                        &state.chunks,
+                        Some((state.fed, state.lines)),
+                    )));
+            for (chunks, read_to) in versions {
+                let bytes = self.archive.read(chunks)?;
+                // The lines ingested (a partial last line was not, and is not shown).
+                let (fed, lines) = read_to.unwrap_or_else(|| {
+                    let fed = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                    (fed as u64, u64::MAX)
                 });
+                let mut reader = Reader::new(state.vendor, &name);
+                let mut read: Vec<Entry> = Vec::new();
+                let complete = &bytes[..(fed as usize).min(bytes.len())];
+                for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
+                    if i as u64 >= lines {
+                        break;
+                    }
+                    let text = String::from_utf8_lossy(line);
+                    let text = text.strip_suffix('\r').unwrap_or(&text);
+                    reader.line(i as u64 + 1, text, &mut read);
+                }
+                for entry in read.into_iter().filter(|e| e.session == id) {
+                    if let Some(at) = at
+                        && entry.line.abs_diff(at) > AROUND_LINES
+                    {
+                        continue;
+                    }
+                    entries.push(ShownEntry {
+                        file: shown_path.clone(),
+                        line: entry.line,
+                        timestamp: rfc3339(entry.timestamp_ms),
+                        role: entry.role.as_str(),
+                        tool: entry.tool,
+                        text: palm_agents::secrets::redact(&entry.text).into_owned(),
+                    });
+                }
             }
         }
         let subject = Subject {
