@@ -318,15 +318,7 @@ fn a_board_file_is_read_as_written_and_refused_with_its_line() {
 /// tasks name ties them together), indexed when asked.
 fn three_file_checkout(index: bool) -> tempfile::TempDir {
     let dir = common::git_repo(&[("src/parser.rs", "pub fn parse() {}\n")]);
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |args: &[&str]| common::git(dir.path(), args);
     for (path, text, subject) in [
         ("src/store.rs", "pub fn open_store() {}\n", "add the store"),
         ("docs/guide.md", "# Guide\n", "write the guide"),

@@ -22,7 +22,7 @@
 //! `agent-<id>` (its file name), with the main session as its `parent`, so
 //! `palm sessions show agent-<id>` shows it and the parent links it.
 
-use crate::transcript::{Entry, Role, SessionMeta, timestamp_ms};
+use crate::transcript::{Entry, Role, SessionMeta, open_line, session_of};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -97,29 +97,15 @@ impl ClaudeReader {
     }
 
     fn session(&self) -> String {
-        self.meta
-            .id
-            .clone()
-            .unwrap_or_else(|| self.file_session.clone())
+        session_of(&self.meta, &self.file_session)
     }
 
     /// Reads line `number` (1-based, complete, without its newline) into `out`.
     pub fn line(&mut self, number: u64, text: &str, out: &mut Vec<Entry>) {
-        let Ok(value) = serde_json::from_str::<Value>(text.trim()) else {
+        let Some((value, ts)) = open_line(text, &mut self.meta) else {
             return;
         };
-        if !value.is_object() {
-            return;
-        }
         self.envelope(&value);
-        let ts = value
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(timestamp_ms);
-        if let Some(ms) = ts {
-            self.meta.first_ms = Some(self.meta.first_ms.map_or(ms, |f| f.min(ms)));
-            self.meta.last_ms = Some(self.meta.last_ms.map_or(ms, |l| l.max(ms)));
-        }
         let session = self.session();
         let mut push = |role: Role, text: String, tool: Option<String>, id: Option<String>| {
             if !text.trim().is_empty() {

@@ -24,7 +24,7 @@
 //! fork's: they are what that session was given.
 
 use crate::claude::{TEXT_BYTES_MAX, capped};
-use crate::transcript::{Entry, Role, SessionMeta, timestamp_ms};
+use crate::transcript::{Entry, Role, SessionMeta, open_line, session_of};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -83,28 +83,14 @@ impl CodexReader {
     }
 
     fn session(&self) -> String {
-        self.meta
-            .id
-            .clone()
-            .unwrap_or_else(|| self.file_session.clone())
+        session_of(&self.meta, &self.file_session)
     }
 
     /// Reads line `number` (1-based, complete, without its newline) into `out`.
     pub fn line(&mut self, number: u64, text: &str, out: &mut Vec<Entry>) {
-        let Ok(value) = serde_json::from_str::<Value>(text.trim()) else {
+        let Some((value, ts)) = open_line(text, &mut self.meta) else {
             return;
         };
-        if !value.is_object() {
-            return;
-        }
-        let ts = value
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(timestamp_ms);
-        if let Some(ms) = ts {
-            self.meta.first_ms = Some(self.meta.first_ms.map_or(ms, |f| f.min(ms)));
-            self.meta.last_ms = Some(self.meta.last_ms.map_or(ms, |l| l.max(ms)));
-        }
         let kind = value.get("type").and_then(Value::as_str);
         let payload = &value["payload"];
         let mut found: Vec<(Role, String, Option<String>, Option<String>)> = Vec::new();

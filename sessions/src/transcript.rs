@@ -145,3 +145,29 @@ pub fn rfc3339(ms: i64) -> Option<String> {
         .ok()
         .map(|t| t.to_string())
 }
+
+/// A transcript line as a JSON object, with the time it carries (`timestamp`), noted in
+/// `meta`'s first and last times; `None` for anything else (not JSON, not an object).
+pub(crate) fn open_line(
+    text: &str,
+    meta: &mut SessionMeta,
+) -> Option<(serde_json::Value, Option<i64>)> {
+    let value: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
+    if !value.is_object() {
+        return None;
+    }
+    let ts = value
+        .get("timestamp")
+        .and_then(serde_json::Value::as_str)
+        .and_then(timestamp_ms);
+    if let Some(ms) = ts {
+        meta.first_ms = Some(meta.first_ms.map_or(ms, |f| f.min(ms)));
+        meta.last_ms = Some(meta.last_ms.map_or(ms, |l| l.max(ms)));
+    }
+    Some((value, ts))
+}
+
+/// The session an entry belongs to: the meta's id, else the one the file name gives.
+pub(crate) fn session_of(meta: &SessionMeta, file_session: &str) -> String {
+    meta.id.clone().unwrap_or_else(|| file_session.to_owned())
+}

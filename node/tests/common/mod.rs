@@ -277,13 +277,18 @@ pub fn git_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
         &["add", "."],
         &["commit", "-q", "-m", "first"],
     ] {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
+        git(dir.path(), args);
     }
     dir
+}
+
+/// Runs git in `dir`; a failure fails the test.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
