@@ -22,30 +22,44 @@ pub struct Finding {
     pub excerpt: String,
 }
 
+/// The patterns, by kind.
+const PATTERNS: [(&str, &str); 10] = [
+    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    (
+        "aws_secret_key",
+        r"(?i)aws_?secret_?access_?key\s*[:=]\s*[A-Za-z0-9/+=]{40}",
+    ),
+    ("private_key", r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----"),
+    (
+        "github_token",
+        r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}\b",
+    ),
+    ("github_token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("api_key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    ("stripe_key", r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}"),
+    (
+        "password",
+        r#"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)\b["']?\s*[:=]\s*["'][^"'\s$]{6,}["']"#,
+    ),
+];
+
 fn patterns() -> &'static [(&'static str, Regex)] {
-    static PATTERNS: OnceLock<Vec<(&'static str, Regex)>> = OnceLock::new();
-    PATTERNS.get_or_init(|| {
-        [
-            ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-            (
-                "aws_secret_key",
-                r"(?i)aws_?secret_?access_?key\s*[:=]\s*[A-Za-z0-9/+=]{40}",
-            ),
-            ("private_key", r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----"),
-            ("github_token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}\b"),
-            ("github_token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-            ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-            ("api_key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),
-            ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
-            ("stripe_key", r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}"),
-            (
-                "password",
-                r#"(?i)\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)\b["']?\s*[:=]\s*["'][^"'\s$]{6,}["']"#,
-            ),
-        ]
-        .into_iter()
-        .map(|(kind, pattern)| (kind, Regex::new(pattern).expect("a valid pattern")))
-        .collect()
+    static COMPILED: OnceLock<Vec<(&'static str, Regex)>> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        PATTERNS
+            .into_iter()
+            .map(|(kind, pattern)| (kind, Regex::new(pattern).expect("a valid pattern")))
+            .collect()
+    })
+}
+
+/// All the patterns at once: one pass tells whether a text holds any (most hold none).
+fn any_pattern() -> &'static regex::RegexSet {
+    static SET: OnceLock<regex::RegexSet> = OnceLock::new();
+    SET.get_or_init(|| {
+        regex::RegexSet::new(PATTERNS.iter().map(|(_, p)| *p)).expect("valid patterns")
     })
 }
 
@@ -104,6 +118,9 @@ pub fn scan_line(text: &str, path: &str, line: u64) -> Vec<Finding> {
 /// secret a transcript held).
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = std::borrow::Cow::Borrowed(text);
+    if !any_pattern().is_match(text) {
+        return out;
+    }
     for (kind, pattern) in patterns() {
         if pattern.is_match(&out) {
             let replaced = pattern

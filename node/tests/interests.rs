@@ -436,7 +436,16 @@ fn file_kv_and_palm_providers() {
     assert_eq!(
         names,
         [
-            "agent", "best_of", "file", "gate", "http", "kv", "palm", "verify"
+            "agent",
+            "best_of",
+            "conflicts",
+            "file",
+            "gate",
+            "http",
+            "kv",
+            "merge_lane",
+            "palm",
+            "verify"
         ]
     );
 }
@@ -620,8 +629,20 @@ fn declared_providers_run_programs_and_reach_endpoints() {
     assert_eq!(
         names,
         [
-            "agent", "best_of", "broken", "echo", "file", "gate", "http", "kv", "palm", "slow",
-            "upper", "verify"
+            "agent",
+            "best_of",
+            "broken",
+            "conflicts",
+            "echo",
+            "file",
+            "gate",
+            "http",
+            "kv",
+            "merge_lane",
+            "palm",
+            "slow",
+            "upper",
+            "verify"
         ]
     );
     let upper = listed.iter().find(|p| p["name"] == "upper").expect("upper");
