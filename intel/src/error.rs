@@ -75,6 +75,10 @@ pub enum IntelError {
     /// tantivy failed.
     #[error("search index: {0}")]
     Search(String),
+    /// A knowledge-map request that cannot be met (an unknown module or decision, a
+    /// citation that does not resolve); the message says which and why.
+    #[error("{0}")]
+    Knowledge(String),
     /// An index file that cannot be read back (the caller rebuilds).
     #[error("index file {path} is unreadable: {reason}")]
     Corrupt {
@@ -98,6 +102,7 @@ impl IntelError {
                 | IntelError::NoCommits { .. }
                 | IntelError::BadRevision { .. }
                 | IntelError::EmptyQuery
+                | IntelError::Knowledge(_)
         )
     }
 
@@ -117,6 +122,7 @@ impl IntelError {
             IntelError::Git(_) => "git",
             IntelError::Search(_) => "search",
             IntelError::Corrupt { .. } => "corrupt_index",
+            IntelError::Knowledge(_) => "invalid_input",
         }
     }
 

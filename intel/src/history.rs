@@ -96,6 +96,13 @@ pub struct HistoryView {
     by_path: HashMap<String, Vec<u32>>,
 }
 
+impl HistoryView {
+    /// Positions (in `History::commits`) of the commits that changed a path, oldest first.
+    pub fn indices_of(&self, path: &str) -> &[u32] {
+        self.by_path.get(path).map_or(&[], Vec::as_slice)
+    }
+}
+
 impl History {
     /// Brings the history up to the repository's HEAD.
     pub fn update(&mut self, repo: &Repository) -> Result<HistoryUpdate, IntelError> {

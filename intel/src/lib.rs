@@ -17,6 +17,7 @@ pub mod extract;
 pub mod files;
 pub mod history;
 pub mod index;
+pub mod knowledge;
 pub mod lang;
 pub mod overlap;
 pub mod query;

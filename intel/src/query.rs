@@ -334,7 +334,7 @@ fn test_stem(path: &str) -> String {
 }
 
 /// Languages whose names can refer to each other.
-fn family(language: Language) -> u8 {
+pub(crate) fn family(language: Language) -> u8 {
     match language {
         Language::Rust => 0,
         Language::Python => 1,
@@ -378,6 +378,11 @@ impl Snapshot {
             skipped,
             now,
         }
+    }
+
+    /// The per-path lookups of the history.
+    pub fn history_view(&self) -> &HistoryView {
+        &self.view
     }
 
     /// The record of an indexed file.

@@ -34,7 +34,7 @@ pub const SNIPPET_SOURCE_BYTES_MAX: usize = 16 * 1024;
 /// Tokens longer than this (bytes) are not indexed.
 pub const TOKEN_BYTES_MAX: usize = 64;
 
-const TOKENIZER: &str = "code";
+pub(crate) const TOKENIZER: &str = "code";
 
 /// Splits code text into identifiers and the words inside them.
 #[derive(Clone, Default)]
@@ -230,7 +230,7 @@ fn fields_of(schema: &Schema) -> Result<Fields, IntelError> {
     })
 }
 
-fn register(index: &Index) {
+pub(crate) fn register(index: &Index) {
     let analyzer = TextAnalyzer::builder(CodeTokenizer::default())
         .filter(RemoveLongFilter::limit(TOKEN_BYTES_MAX))
         .filter(LowerCaser)
@@ -562,7 +562,7 @@ pub fn search(index: &Index, query: &str, limit: usize) -> Result<Vec<SearchHit>
     Ok(hits)
 }
 
-fn highlight(fragment: &str, ranges: &[std::ops::Range<usize>]) -> String {
+pub(crate) fn highlight(fragment: &str, ranges: &[std::ops::Range<usize>]) -> String {
     let mut out = String::with_capacity(fragment.len() + ranges.len() * 4);
     let mut at = 0;
     for range in ranges {

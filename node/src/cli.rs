@@ -185,6 +185,11 @@ pub enum Command {
     /// Search every archived agent session (Claude and Codex) at once.
     #[cfg(feature = "intel")]
     Recall(crate::sessions_cmd::RecallArgs),
+    /// The knowledge map of a repo, every claim cited as file:line or commit: build,
+    /// show, search, audit, decide, why, context, incidents.
+    #[cfg(feature = "intel")]
+    #[command(subcommand)]
+    Knowledge(crate::knowledge_cmd::KnowledgeCommand),
     /// Repo intelligence: index, symbols, callers, search, neighbors, risk, changed-now,
     /// explain, handoff (see `intel_cmd.rs`).
     #[cfg(feature = "intel")]

@@ -110,6 +110,8 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Sessions(command) => crate::sessions_cmd::run(&ctx, command),
         #[cfg(feature = "intel")]
         Command::Recall(args) => crate::sessions_cmd::recall(&ctx, args),
+        #[cfg(feature = "intel")]
+        Command::Knowledge(command) => crate::knowledge_cmd::run(&ctx, command),
     }
 }
 

@@ -127,7 +127,7 @@ pub enum ConflictsCommand {
     },
 }
 
-fn cli_error(err: IntelError) -> CliError {
+pub(crate) fn cli_error(err: IntelError) -> CliError {
     let message = err.to_string();
     let hint = match &err {
         IntelError::NotARepository { .. } => {
@@ -147,7 +147,7 @@ fn cli_error(err: IntelError) -> CliError {
     }
 }
 
-fn open(repo: &RepoArg) -> Result<Intel, CliError> {
+pub(crate) fn open(repo: &RepoArg) -> Result<Intel, CliError> {
     let path = match &repo.repo {
         Some(path) => path.clone(),
         None => std::env::current_dir()?,
@@ -155,20 +155,20 @@ fn open(repo: &RepoArg) -> Result<Intel, CliError> {
     Intel::open(&path).map_err(cli_error)
 }
 
-fn file_arg(intel: &Intel, file: &Path) -> Result<String, CliError> {
+pub(crate) fn file_arg(intel: &Intel, file: &Path) -> Result<String, CliError> {
     let cwd = std::env::current_dir()?
         .canonicalize()
         .unwrap_or_else(|_| PathBuf::from("."));
     intel.relative(&cwd, file).map_err(cli_error)
 }
 
-fn warn(warnings: &[String]) {
+pub(crate) fn warn(warnings: &[String]) {
     for warning in warnings {
         eprintln!("palm: warning: {warning}");
     }
 }
 
-fn emit<T: Serialize>(
+pub(crate) fn emit<T: Serialize>(
     out: &Output,
     report: &T,
     warnings: &[String],
@@ -193,12 +193,12 @@ fn emit<T: Serialize>(
 }
 
 /// A progress bar on stderr when it is a terminal.
-struct Bar {
+pub(crate) struct Bar {
     bar: Option<ProgressBar>,
 }
 
 impl Bar {
-    fn new() -> Bar {
+    pub(crate) fn new() -> Bar {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(0);
             bar.set_style(
@@ -252,7 +252,7 @@ impl Drop for Bar {
     }
 }
 
-fn time_ago(now: i64, then: i64) -> String {
+pub(crate) fn time_ago(now: i64, then: i64) -> String {
     let seconds = (now - then).max(0);
     match seconds {
         s if s < 3600 => format!("{} min ago", s / 60),
@@ -261,7 +261,7 @@ fn time_ago(now: i64, then: i64) -> String {
     }
 }
 
-fn now_s() -> i64 {
+pub(crate) fn now_s() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)

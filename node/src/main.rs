@@ -21,6 +21,8 @@ use palm_node::{config, control, genome, link, node, providers, sys, tokens};
 #[cfg(feature = "intel")]
 mod intel_cmd;
 mod interests_cmd;
+#[cfg(feature = "intel")]
+mod knowledge_cmd;
 mod jobs_cmd;
 mod output;
 mod places_cmd;
