@@ -22,7 +22,11 @@ fn git(dir: &Path, args: &[&str]) {
         .env("GIT_COMMITTER_EMAIL", "ada@example.com")
         .output()
         .expect("git");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 fn write(root: &Path, path: &str, text: &str) {
@@ -42,10 +46,22 @@ fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     git(root, &["init", "-q"]);
-    write(root, "Cargo.toml", "[workspace]\nmembers = [\"store\", \"app\"]\n");
-    write(root, "store/Cargo.toml", "[package]\nname = \"jobs-store\"\nversion = \"0.1.0\"\n");
+    write(
+        root,
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"store\", \"app\"]\n",
+    );
+    write(
+        root,
+        "store/Cargo.toml",
+        "[package]\nname = \"jobs-store\"\nversion = \"0.1.0\"\n",
+    );
     write(root, "store/src/lib.rs", STORE_RS);
-    write(root, "app/Cargo.toml", "[package]\nname = \"jobs-app\"\nversion = \"0.1.0\"\n");
+    write(
+        root,
+        "app/Cargo.toml",
+        "[package]\nname = \"jobs-app\"\nversion = \"0.1.0\"\n",
+    );
     write(
         root,
         "app/src/main.rs",
@@ -58,7 +74,10 @@ fn repo() -> tempfile::TempDir {
     );
     commit(root, "Store and app");
     write(root, "store/src/lib.rs", &format!("{STORE_RS}// more\n"));
-    commit(root, "Cache off\n\nWe chose to keep the cache off until the store is measured.");
+    commit(
+        root,
+        "Cache off\n\nWe chose to keep the cache off until the store is measured.",
+    );
     write(root, "store/src/lib.rs", STORE_RS);
     commit(root, "hotfix: store crashed on empty paths");
     dir
@@ -84,7 +103,11 @@ fn modules_decisions_and_incidents_are_found_and_cited() {
     assert_eq!(store.kind, "cargo");
     assert_eq!(store.path, "store");
     let purpose = store.purpose.as_ref().expect("purpose");
-    assert!(purpose.text.starts_with("Durable storage of jobs"), "{}", purpose.text);
+    assert!(
+        purpose.text.starts_with("Durable storage of jobs"),
+        "{}",
+        purpose.text
+    );
     assert_eq!(purpose.cite.label(), "store/src/lib.rs:1");
     let open = store
         .surface
@@ -97,7 +120,10 @@ fn modules_decisions_and_incidents_are_found_and_cited() {
     assert_eq!(store.owners[0].name, "Ada");
     assert_eq!(store.churn, 3);
     // A file inside resolves to its module; an unknown name says so.
-    assert_eq!(k.module("store/src/lib.rs").expect("by file").name, "jobs-store");
+    assert_eq!(
+        k.module("store/src/lib.rs").expect("by file").name,
+        "jobs-store"
+    );
     assert!(k.module("nope").is_err());
 
     let decisions = k.decisions();
@@ -109,7 +135,10 @@ fn modules_decisions_and_incidents_are_found_and_cited() {
     assert_eq!(adr.adr_status.as_deref(), Some("Accepted"));
     assert!(adr.text.contains("embedded and durable"));
     let labels: Vec<String> = adr.cites.iter().map(|c| c.label()).collect();
-    assert_eq!(labels, ["docs/adr/0001-redb.md:1", "docs/adr/0001-redb.md:9"]);
+    assert_eq!(
+        labels,
+        ["docs/adr/0001-redb.md:1", "docs/adr/0001-redb.md:9"]
+    );
     let note = decisions
         .iter()
         .find(|d| d.source == "note")
@@ -121,7 +150,11 @@ fn modules_decisions_and_incidents_are_found_and_cited() {
         .iter()
         .find(|d| d.source == "commit")
         .expect("the commit decision");
-    assert!(chosen.text.starts_with("We chose to keep the cache off"), "{}", chosen.text);
+    assert!(
+        chosen.text.starts_with("We chose to keep the cache off"),
+        "{}",
+        chosen.text
+    );
     assert!(chosen.cites[0].commit.is_some());
     assert_eq!(chosen.modules, ["jobs-store"]);
 
@@ -143,7 +176,14 @@ fn an_audit_flags_a_claim_once_its_cited_line_is_edited() {
         .resolve_cite(intel.repository(), &here, "store/src/lib.rs:3-5")
         .expect("cite");
     let recorded = k
-        .decide("open_store takes a path and never fails", None, vec![cite], vec![], 1, None)
+        .decide(
+            "open_store takes a path and never fails",
+            None,
+            vec![cite],
+            vec![],
+            1,
+            None,
+        )
         .expect("decide");
     assert_eq!(recorded.id, "D1");
     let clean = k.audit(intel.repository(), intel.head());
@@ -158,7 +198,14 @@ fn an_audit_flags_a_claim_once_its_cited_line_is_edited() {
     assert!(moved.moved.iter().any(|c| c.id == "D1"));
 
     // The cited line itself edited: flagged, with what it says now.
-    write(root, "store/src/lib.rs", &STORE_RS.replace("Store { path: path.to_owned() }", "Store { path: path.trim().to_owned() }"));
+    write(
+        root,
+        "store/src/lib.rs",
+        &STORE_RS.replace(
+            "Store { path: path.to_owned() }",
+            "Store { path: path.trim().to_owned() }",
+        ),
+    );
     let report = k.audit(intel.repository(), intel.head());
     let flagged = report
         .flagged
@@ -175,7 +222,12 @@ fn an_audit_flags_a_claim_once_its_cited_line_is_edited() {
         .expect("D1");
     assert_eq!(d1["cites"][0]["cite"], "store/src/lib.rs:3-5");
     assert_eq!(d1["cites"][0]["status"], "changed");
-    assert!(d1["cites"][0]["now"].as_str().expect("now").contains("path.trim()"));
+    assert!(
+        d1["cites"][0]["now"]
+            .as_str()
+            .expect("now")
+            .contains("path.trim()")
+    );
     // Unrelated claims still hold (the purpose line was not touched).
     assert!(!report.flagged.iter().any(|c| c.id == "purpose:jobs-store"));
 
@@ -194,7 +246,12 @@ fn decisions_supersede_and_why_answers_active_ones_first() {
     let error = k
         .decide("x", None, vec![], vec!["D9".into()], 1, None)
         .expect_err("unknown id");
-    assert!(error.to_string().contains("--supersedes D9: no such decision"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("--supersedes D9: no such decision"),
+        "{error}"
+    );
     let bad = k
         .resolve_cite(intel.repository(), root, "store/src/lib.rs:99")
         .expect_err("past the end");
@@ -213,14 +270,30 @@ fn decisions_supersede_and_why_answers_active_ones_first() {
     let (_intel, k) = build(root);
     let answers = find::why(&k, "why redb for jobs", 5).expect("why");
     let ids: Vec<&str> = answers.iter().map(|(d, _)| d.id.as_str()).collect();
-    assert_eq!(&ids[..2], [d1.id.as_str(), "adr:docs/adr/0001-redb.md"], "{ids:?}");
+    assert_eq!(
+        &ids[..2],
+        [d1.id.as_str(), "adr:docs/adr/0001-redb.md"],
+        "{ids:?}"
+    );
     assert_eq!(answers[1].0.superseded_by.as_deref(), Some("D1"));
     assert_eq!(answers[1].0.status, "superseded");
     let again = {
         let mut k = k;
-        k.decide("y", None, vec![], vec!["adr:docs/adr/0001-redb.md".into()], 3, None)
+        k.decide(
+            "y",
+            None,
+            vec![],
+            vec!["adr:docs/adr/0001-redb.md".into()],
+            3,
+            None,
+        )
     };
-    assert!(again.expect_err("twice").to_string().contains("already superseded by D1"));
+    assert!(
+        again
+            .expect_err("twice")
+            .to_string()
+            .contains("already superseded by D1")
+    );
 }
 
 #[test]
@@ -233,7 +306,13 @@ fn search_and_context_stay_within_their_bounds() {
     assert!(hits.iter().any(|h| h.id == "jobs-store"), "{hits:?}");
     assert!(find::search(&k, "  ", 5).is_err());
     let module = k.module("jobs-store").expect("module");
-    let whole = brief::brief(&k, intel.repository(), module, &["cargo test -p jobs-store".into()], 12_000);
+    let whole = brief::brief(
+        &k,
+        intel.repository(),
+        module,
+        &["cargo test -p jobs-store".into()],
+        12_000,
+    );
     assert!(!whole.truncated, "{}", whole.text);
     assert!(whole.text.starts_with("# jobs-store (store, cargo)"));
     assert!(whole.text.contains("store/src/lib.rs:3"));

@@ -111,7 +111,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         #[cfg(feature = "intel")]
         Command::Recall(args) => crate::sessions_cmd::recall(&ctx, args),
         #[cfg(feature = "intel")]
-        Command::Knowledge(command) => crate::knowledge_cmd::run(&ctx, command),
+        Command::Knowledge(command) => crate::knowledge_cmd::run(&ctx, command).await,
     }
 }
 

@@ -12,8 +12,8 @@ use crate::exit::{CliError, CliResult, Code};
 use crate::intel_cmd::{Bar, RepoArg, cli_error, emit, now_s, open, time_ago, warn};
 use crate::output::Output;
 use clap::{Args, Subcommand};
-use palm_intel::{Intel, Progress};
 use palm_intel::knowledge::{self, Knowledge, brief, find};
+use palm_intel::{Intel, Progress};
 use serde_json::{Value, json};
 
 /// `palm knowledge ...`.
@@ -79,6 +79,21 @@ pub enum KnowledgeCommand {
 /// `palm knowledge build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
+    /// Also have an agent (claude, codex, or one declared under `agents:`) write module
+    /// summaries, through an `agent` leaf in observe mode; only claims whose citations
+    /// resolve are kept.
+    #[arg(long, value_name = "PROVIDER")]
+    pub summarize: Option<String>,
+    /// The modules to summarize (repeatable) [default: those with no summary, or with a
+    /// claim the audit flags].
+    #[arg(long = "module", value_name = "NAME")]
+    pub modules: Vec<String>,
+    /// At most this many summaries per build (each is one agent run).
+    #[arg(long, default_value_t = 5)]
+    pub limit: usize,
+    /// Stop each agent run after this long.
+    #[arg(long, default_value = "10m")]
+    pub timeout: String,
     #[command(flatten)]
     pub repo: RepoArg,
 }
@@ -119,10 +134,17 @@ fn load(intel: &Intel, warnings: &mut Vec<String>) -> Result<Knowledge, CliError
 }
 
 /// Runs one knowledge command.
-pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
+pub async fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
     let out = &ctx.out;
     match command {
         KnowledgeCommand::Build(args) => {
+            if args.summarize.is_none() && !args.modules.is_empty() {
+                return Err(CliError::usage(
+                    "invalid_input",
+                    "--module names the modules to summarize: give --summarize PROVIDER too",
+                ));
+            }
+            let timeout_ms = palm_api::verbs::duration_ms(&args.timeout, "--timeout")?;
             let intel = open(&args.repo)?;
             let mut bar = Bar::new();
             let report = intel.index(&mut bar).map_err(cli_error)?;
@@ -130,10 +152,24 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
             warn(&report.warnings);
             let mut warnings = Vec::new();
             let snapshot = intel.snapshot(&mut warnings).map_err(cli_error)?;
-            let k = Knowledge::build(&snapshot, intel.repository()).map_err(cli_error)?;
+            let mut k = Knowledge::build(&snapshot, intel.repository()).map_err(cli_error)?;
+            let mut summaries = Vec::new();
+            if let Some(provider) = &args.summarize {
+                summaries = crate::knowledge_summary::summarize(
+                    ctx,
+                    &intel,
+                    &mut k,
+                    provider,
+                    &args.modules,
+                    args.limit,
+                    timeout_ms,
+                )
+                .await?;
+            }
             let decisions = k.decisions();
             let claims = k.claims(&decisions).len();
             let value = json!({
+                "summarized": summaries,
                 "root": intel.root().display().to_string(),
                 "head": k.map.head,
                 "built_at": k.map.built_at,
@@ -150,7 +186,9 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                 "decisions": decisions,
                 "incidents": k.map.incidents,
             });
-            emit(out, &value, &warnings, |out, v| print_build(out, v))
+            let failed = summaries.iter().any(|s| s["error"].is_string());
+            emit(out, &value, &warnings, |out, v| print_build(out, v))?;
+            Ok(if failed { Code::Failure } else { Code::Ok })
         }
         KnowledgeCommand::Show { module, repo } => {
             let intel = open(&repo)?;
@@ -265,7 +303,12 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                             _ => None,
                         })
                         .collect();
-                    println!("{} {} {}", out.dim("moved"), claim.id, out.dim(&to.join(", ")));
+                    println!(
+                        "{} {} {}",
+                        out.dim("moved"),
+                        claim.id,
+                        out.dim(&to.join(", "))
+                    );
                 }
                 if !r.moved.is_empty() {
                     println!(
@@ -274,7 +317,11 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                     );
                 }
             })?;
-            Ok(if check && flagged { Code::Failure } else { Code::Ok })
+            Ok(if check && flagged {
+                Code::Failure
+            } else {
+                Code::Ok
+            })
         }
         KnowledgeCommand::Decide(args) => {
             let intel = open(&args.repo)?;
@@ -346,7 +393,9 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                 if list.is_empty() {
                     println!(
                         "{}",
-                        out.dim("no decision answers this (`palm knowledge decide \"...\"` records one)")
+                        out.dim(
+                            "no decision answers this (`palm knowledge decide \"...\"` records one)"
+                        )
                     );
                 }
                 for d in list {
@@ -386,9 +435,11 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
             let m = k.module(&module).map_err(cli_error)?;
             // The checks of the module's riskiest file (or its first code file).
             let snapshot = intel.snapshot(&mut warnings).map_err(cli_error)?;
-            let file = m.hotspots.first().map(|h| h.path.clone()).or_else(|| {
-                m.surface.first().and_then(|s| s.cite.file.clone())
-            });
+            let file = m
+                .hotspots
+                .first()
+                .map(|h| h.path.clone())
+                .or_else(|| m.surface.first().and_then(|s| s.cite.file.clone()));
             let checks = file
                 .map(|f| snapshot.checks(&f, &m.tests))
                 .unwrap_or_default();
@@ -403,12 +454,18 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
             emit(out, &value, &warnings, |out, v| {
                 let list = v["incidents"].as_array().cloned().unwrap_or_default();
                 if list.is_empty() {
-                    println!("{}", out.dim("no revert, rollback, hotfix or outage commits"));
+                    println!(
+                        "{}",
+                        out.dim("no revert, rollback, hotfix or outage commits")
+                    );
                 }
                 for i in list {
                     println!(
                         "{} {:<8} {}  {}",
-                        out.bold(&i["commit"].as_str().unwrap_or("")[..8.min(i["commit"].as_str().unwrap_or("").len())]),
+                        out.bold(
+                            &i["commit"].as_str().unwrap_or("")
+                                [..8.min(i["commit"].as_str().unwrap_or("").len())]
+                        ),
                         i["kind"].as_str().unwrap_or(""),
                         i["subject"].as_str().unwrap_or(""),
                         out.dim(&format!(
@@ -425,7 +482,11 @@ pub fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -451,13 +512,28 @@ fn print_build(out: &Output, v: &Value) {
             "  {:<28} {:<28} {:>6} {:>8}  {:<6}  {}",
             m["name"].as_str().unwrap_or(""),
             m["path"].as_str().unwrap_or(""),
-            m["files"],
-            m["lines"],
+            m["files"].as_u64().unwrap_or(0),
+            m["lines"].as_u64().unwrap_or(0),
             m["risk_level"].as_str().unwrap_or(""),
             out.dim(&purpose)
         );
     }
-    println!("{}", out.dim(&format!("written to {}", v["file"].as_str().unwrap_or(""))));
+    for s in v["summarized"].as_array().cloned().unwrap_or_default() {
+        let module = s["module"].as_str().unwrap_or("");
+        match s["error"].as_str() {
+            Some(error) => println!("  summary of {module}: {}", out.red(error)),
+            None => println!(
+                "  summary of {module}: {} claims kept, {} dropped{}",
+                s["kept"],
+                s["dropped"],
+                out.dim(&format!(" (job {})", s["job"].as_str().unwrap_or("")))
+            ),
+        }
+    }
+    println!(
+        "{}",
+        out.dim(&format!("written to {}", v["file"].as_str().unwrap_or("")))
+    );
 }
 
 fn print_module(out: &Output, v: &Value) {

@@ -21,9 +21,11 @@ use palm_node::{config, control, genome, link, node, providers, sys, tokens};
 #[cfg(feature = "intel")]
 mod intel_cmd;
 mod interests_cmd;
+mod jobs_cmd;
 #[cfg(feature = "intel")]
 mod knowledge_cmd;
-mod jobs_cmd;
+#[cfg(feature = "intel")]
+mod knowledge_summary;
 mod output;
 mod places_cmd;
 mod route_cmd;

@@ -218,7 +218,15 @@ pub fn brief(
             .incidents
             .iter()
             .filter(|i| i.modules.contains(&module.name))
-            .map(|i| format!("- {} {}: {} [commit {}]", i.kind, super::cite::short(&i.commit), i.subject, super::cite::short(&i.commit)))
+            .map(|i| {
+                format!(
+                    "- {} {}: {} [commit {}]",
+                    i.kind,
+                    super::cite::short(&i.commit),
+                    i.subject,
+                    super::cite::short(&i.commit)
+                )
+            })
             .collect(),
     });
     let mut people: Vec<String> = module
@@ -226,12 +234,14 @@ pub fn brief(
         .iter()
         .map(|o| format!("- owner {} ({} commits)", o.name, o.commits))
         .collect();
-    people.extend(
-        module
-            .recent
-            .iter()
-            .map(|c| format!("- recent {} {} — {}", super::cite::short(&c.id), c.author, c.subject)),
-    );
+    people.extend(module.recent.iter().map(|c| {
+        format!(
+            "- recent {} {} — {}",
+            super::cite::short(&c.id),
+            c.author,
+            c.subject
+        )
+    }));
     sections.push(Section {
         name: "history",
         heading: "## Owners and recent commits".into(),
@@ -279,7 +289,10 @@ fn fit(module: &str, sections: Vec<Section>, max_bytes: usize) -> Brief {
             .iter()
             .map(|o| format!("{} {}", o.items, o.section))
             .collect();
-        let mut tail = format!("\n(left out to fit {max_bytes} bytes: {})\n", list.join(", "));
+        let mut tail = format!(
+            "\n(left out to fit {max_bytes} bytes: {})\n",
+            list.join(", ")
+        );
         if text.len() + tail.len() > max_bytes {
             tail = "\n(more left out)\n".to_owned();
         }
@@ -320,7 +333,9 @@ mod tests {
             Section {
                 name: "surface",
                 heading: "## Surface".into(),
-                items: (0..100).map(|i| format!("- item {i} {}", "é".repeat(20))).collect(),
+                items: (0..100)
+                    .map(|i| format!("- item {i} {}", "é".repeat(20)))
+                    .collect(),
             },
         ];
         for budget in [256, 300, 1000, 5000] {

@@ -118,13 +118,12 @@ pub fn read_lines(root: &Path, file: &str) -> Result<Vec<String>, String> {
 /// lines as read). The error says what is wrong with the reference.
 pub fn cite_lines(file: &str, lines: &[String], line: u32, end: u32) -> Result<Citation, String> {
     if line == 0 || end < line {
-        return Err(format!("{file}:{line}-{end}: lines count from 1, first to last"));
+        return Err(format!(
+            "{file}:{line}-{end}: lines count from 1, first to last"
+        ));
     }
     if end as usize > lines.len() {
-        return Err(format!(
-            "{file}:{end}: the file has {} lines",
-            lines.len()
-        ));
+        return Err(format!("{file}:{end}: the file has {} lines", lines.len()));
     }
     if end - line + 1 > CITED_LINES_MAX {
         return Err(format!(
@@ -220,7 +219,13 @@ pub fn check(root: &Path, repo: &git2::Repository, citation: &Citation) -> Verdi
             None => Verdict::Changed {
                 now: (wanted < lines.len()).then(|| {
                     let window = &lines[wanted..(wanted + span).min(lines.len())];
-                    excerpt(&window.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ⏎ "))
+                    excerpt(
+                        &window
+                            .iter()
+                            .map(|l| l.trim())
+                            .collect::<Vec<_>>()
+                            .join(" ⏎ "),
+                    )
                 }),
             },
         };
@@ -287,8 +292,14 @@ mod tests {
 
     #[test]
     fn references_parse() {
-        assert_eq!(parse_reference("a/b.rs:12"), ("a/b.rs".into(), Some((12, 12))));
-        assert_eq!(parse_reference("a/b.rs:3-9"), ("a/b.rs".into(), Some((3, 9))));
+        assert_eq!(
+            parse_reference("a/b.rs:12"),
+            ("a/b.rs".into(), Some((12, 12)))
+        );
+        assert_eq!(
+            parse_reference("a/b.rs:3-9"),
+            ("a/b.rs".into(), Some((3, 9)))
+        );
         assert_eq!(parse_reference("a/b.rs"), ("a/b.rs".into(), None));
         assert_eq!(parse_reference("c:\\x"), ("c:\\x".into(), None));
     }

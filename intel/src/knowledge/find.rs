@@ -161,7 +161,11 @@ fn rank(docs: &[Doc], query: &str, limit: usize) -> Result<Vec<(usize, f64, Stri
         let Some(d) = docs.get(at) else { continue };
         let snippet = generator.snippet(&d.body);
         let snippet = if snippet.highlighted().is_empty() {
-            d.body.chars().take(SNIPPET_CHARS).collect::<String>().replace('\n', " · ")
+            d.body
+                .chars()
+                .take(SNIPPET_CHARS)
+                .collect::<String>()
+                .replace('\n', " · ")
         } else {
             highlight(snippet.fragment(), snippet.highlighted())
         };
@@ -193,7 +197,11 @@ pub fn search(knowledge: &Knowledge, query: &str, limit: usize) -> Result<Vec<Hi
 
 /// The decisions that answer a question, best first, active ones before superseded
 /// ones of equal rank (each superseded one names its successor).
-pub fn why(knowledge: &Knowledge, question: &str, limit: usize) -> Result<Vec<(Decision, f64)>, IntelError> {
+pub fn why(
+    knowledge: &Knowledge,
+    question: &str,
+    limit: usize,
+) -> Result<Vec<(Decision, f64)>, IntelError> {
     let decisions = knowledge.decisions();
     let docs: Vec<Doc> = decisions.iter().map(decision_doc).collect();
     if docs.is_empty() {

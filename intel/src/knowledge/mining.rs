@@ -104,9 +104,13 @@ pub fn adrs(snapshot: &Snapshot, paths: &[String], out: &mut Vec<Decision>) {
             status = lines.iter().find_map(|l| {
                 let l = l.trim().trim_start_matches(['*', '-', ' ']);
                 let lower = l.to_lowercase();
-                lower
-                    .strip_prefix("status:")
-                    .map(|_| l["status:".len()..].trim().trim_matches('*').trim().to_owned())
+                lower.strip_prefix("status:").map(|_| {
+                    l["status:".len()..]
+                        .trim()
+                        .trim_matches('*')
+                        .trim()
+                        .to_owned()
+                })
             });
         }
         let mut cites = Vec::new();
@@ -123,8 +127,7 @@ pub fn adrs(snapshot: &Snapshot, paths: &[String], out: &mut Vec<Decision>) {
                         .find(|&i| !lines[i].trim().is_empty())
                         .unwrap_or(first)
                         .min(first + cite::CITED_LINES_MAX as usize - 1);
-                    if let Ok(c) =
-                        cite::cite_lines(path, &lines, first as u32 + 1, last as u32 + 1)
+                    if let Ok(c) = cite::cite_lines(path, &lines, first as u32 + 1, last as u32 + 1)
                     {
                         cites.push(c);
                     }
@@ -156,9 +159,9 @@ pub fn adrs(snapshot: &Snapshot, paths: &[String], out: &mut Vec<Decision>) {
                 cut(&paragraph.join(" "), DECISION_CHARS_MAX)
             }
         };
-        let superseded = status
-            .as_deref()
-            .is_some_and(|s| s.to_lowercase().contains("supersed") || s.to_lowercase().contains("deprecated"));
+        let superseded = status.as_deref().is_some_and(|s| {
+            s.to_lowercase().contains("supersed") || s.to_lowercase().contains("deprecated")
+        });
         out.push(Decision {
             id: format!("adr:{path}"),
             source: "adr".into(),
@@ -386,9 +389,16 @@ pub fn incident_kind(subject: &str) -> Option<&'static str> {
         Some("rollback")
     } else if has("hotfix") || pair("hot", "fix") || pair("hot", "fixes") {
         Some("hotfix")
-    } else if ["outage", "incident", "postmortem", "sev1", "sev0", "emergency"]
-        .iter()
-        .any(|x| has(x))
+    } else if [
+        "outage",
+        "incident",
+        "postmortem",
+        "sev1",
+        "sev0",
+        "emergency",
+    ]
+    .iter()
+    .any(|x| has(x))
         || pair("post", "mortem")
     {
         Some("incident")
@@ -424,13 +434,25 @@ mod tests {
 
     #[test]
     fn note_markers() {
-        assert_eq!(note_marker("// DECISION: keep redb", true), Some("keep redb"));
-        assert_eq!(note_marker("- Decided: one writer", false), Some("one writer"));
-        assert_eq!(note_marker("<!-- Decision: no ORM -->", false), Some("no ORM"));
+        assert_eq!(
+            note_marker("// DECISION: keep redb", true),
+            Some("keep redb")
+        );
+        assert_eq!(
+            note_marker("- Decided: one writer", false),
+            Some("one writer")
+        );
+        assert_eq!(
+            note_marker("<!-- Decision: no ORM -->", false),
+            Some("no ORM")
+        );
         assert_eq!(note_marker("the decision: was", false), None);
         assert_eq!(note_marker("Decision:", false), None);
         assert_eq!(note_marker("    Decision::Restart {", true), None);
-        assert_eq!(note_marker("    decided: BTreeMap<String, Decided>,", true), None);
+        assert_eq!(
+            note_marker("    decided: BTreeMap<String, Decided>,", true),
+            None
+        );
         assert_eq!(note_marker("Decision: keep redb", true), None);
     }
 

@@ -346,10 +346,12 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), IntelError> {
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, IntelError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| IntelError::Corrupt {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        }),
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| IntelError::Corrupt {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(IntelError::io(path, e)),
     }
@@ -374,9 +376,8 @@ pub fn derive(snapshot: &Snapshot, repo: &git2::Repository) -> Result<Map, Intel
     mining::adrs(snapshot, &paths, &mut decisions);
     mining::notes(snapshot, &paths, &mut decisions);
     mining::commits(snapshot, repo, &mut decisions, &mut incidents);
-    let module_of = |file: &str| -> Option<String> {
-        of.get(file).map(|&m| modules[m].name.clone())
-    };
+    let module_of =
+        |file: &str| -> Option<String> { of.get(file).map(|&m| modules[m].name.clone()) };
     for decision in &mut decisions {
         decision.modules = decision_modules(decision, &module_of);
     }
@@ -396,7 +397,10 @@ pub fn derive(snapshot: &Snapshot, repo: &git2::Repository) -> Result<Map, Intel
     Ok(map)
 }
 
-fn decision_modules(decision: &Decision, module_of: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+fn decision_modules(
+    decision: &Decision,
+    module_of: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
     let set: BTreeSet<String> = decision
         .cites
         .iter()
@@ -686,11 +690,20 @@ impl Knowledge {
                 verdict: cite::check(&self.root, repo, c),
             })
             .collect();
-        let status = if cites.iter().any(|c| matches!(c.verdict, Verdict::Missing { .. })) {
+        let status = if cites
+            .iter()
+            .any(|c| matches!(c.verdict, Verdict::Missing { .. }))
+        {
             "missing"
-        } else if cites.iter().any(|c| matches!(c.verdict, Verdict::Changed { .. })) {
+        } else if cites
+            .iter()
+            .any(|c| matches!(c.verdict, Verdict::Changed { .. }))
+        {
             "changed"
-        } else if cites.iter().any(|c| matches!(c.verdict, Verdict::Moved { .. })) {
+        } else if cites
+            .iter()
+            .any(|c| matches!(c.verdict, Verdict::Moved { .. }))
+        {
             "moved"
         } else {
             "holds"
@@ -854,7 +867,11 @@ impl Lock {
                 .create_new(true)
                 .open(path)
             {
-                Ok(_) => return Ok(Lock { path: path.to_owned() }),
+                Ok(_) => {
+                    return Ok(Lock {
+                        path: path.to_owned(),
+                    });
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let stale = std::fs::metadata(path)
                         .and_then(|m| m.modified())

@@ -106,7 +106,8 @@ fn parent_dir(path: &str) -> &str {
 }
 
 fn is_under(path: &str, dir: &str) -> bool {
-    dir.is_empty() || (path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/')
+    dir.is_empty()
+        || (path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/')
 }
 
 /// Finds the modules and assigns each file to one; returns the modules (sorted by path)
@@ -226,7 +227,11 @@ pub fn cluster(snapshot: &Snapshot, paths: &[String]) -> (Vec<Module>, HashMap<S
     let mut seen = BTreeSet::new();
     for r in &mut roots {
         if !seen.insert(r.name.clone()) {
-            r.name = if r.path.is_empty() { ".".into() } else { r.path.clone() };
+            r.name = if r.path.is_empty() {
+                ".".into()
+            } else {
+                r.path.clone()
+            };
             seen.insert(r.name.clone());
         }
     }
@@ -240,7 +245,11 @@ pub fn cluster(snapshot: &Snapshot, paths: &[String]) -> (Vec<Module>, HashMap<S
         .into_iter()
         .map(|r| Module {
             name: r.name,
-            path: if r.path.is_empty() { ".".into() } else { r.path },
+            path: if r.path.is_empty() {
+                ".".into()
+            } else {
+                r.path
+            },
             kind: r.kind.to_owned(),
             ..Module::default()
         })
@@ -294,7 +303,10 @@ pub fn describe(
         };
         let family = crate::query::family(record.language);
         for name in record.facts.references.keys() {
-            referenced.entry(name.as_str()).or_default().push((m, family));
+            referenced
+                .entry(name.as_str())
+                .or_default()
+                .push((m, family));
         }
     }
     let view = snapshot.history_view();
@@ -340,9 +352,7 @@ pub fn describe(
                 let references = referenced.get(symbol.name.as_str()).map_or(0, |refs| {
                     refs.iter()
                         .filter(|&&(m, f)| {
-                            m != index
-                                && f == family
-                                && (users.is_empty() || users.contains(&m))
+                            m != index && f == family && (users.is_empty() || users.contains(&m))
                         })
                         .count()
                 });
@@ -409,7 +419,9 @@ pub fn describe(
         module.churn = commits.len() as u32;
         module.touches_30d = commits
             .keys()
-            .filter(|&&p| snapshot.now - snapshot.history.commits[p].time <= crate::history::RECENT_WINDOW_S)
+            .filter(|&&p| {
+                snapshot.now - snapshot.history.commits[p].time <= crate::history::RECENT_WINDOW_S
+            })
             .count() as u32;
         let mut owners: Vec<Owner> = authors
             .into_iter()
@@ -460,7 +472,11 @@ pub fn describe(
     let names: Vec<String> = modules.iter().map(|m| m.name.clone()).collect();
     let mut used_by: Vec<BTreeSet<String>> = vec![BTreeSet::new(); modules.len()];
     for (index, module) in modules.iter_mut().enumerate() {
-        module.depends_on = module.depends_index.iter().map(|&m| names[m].clone()).collect();
+        module.depends_on = module
+            .depends_index
+            .iter()
+            .map(|&m| names[m].clone())
+            .collect();
         for &m in &module.depends_index {
             used_by[m].insert(names[index].clone());
         }
@@ -473,7 +489,11 @@ pub fn describe(
 /// The module's own words about itself: the docs its entry file opens with, else its
 /// README's first paragraph; cited at the lines they come from.
 fn purpose(snapshot: &Snapshot, module: &Module, files: &[&str]) -> Option<Purpose> {
-    let dir = if module.path == "." { "" } else { module.path.as_str() };
+    let dir = if module.path == "." {
+        ""
+    } else {
+        module.path.as_str()
+    };
     let at = |name: &str| {
         if dir.is_empty() {
             name.to_owned()
@@ -520,7 +540,11 @@ fn purpose(snapshot: &Snapshot, module: &Module, files: &[&str]) -> Option<Purpo
         else {
             continue;
         };
-        let text: String = passage.text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text: String = passage
+            .text
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let text = match text.char_indices().nth(PURPOSE_CHARS_MAX) {
             Some((cut, _)) => format!("{}…", &text[..cut]),
             None => text,
