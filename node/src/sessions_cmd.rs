@@ -37,6 +37,9 @@ pub enum SessionsCommand {
         #[arg(required = true)]
         ids: Vec<String>,
     },
+    /// The sessions at work now, read from the vendors' files: running, idle (its turn
+    /// ended, it waits for a person) or stuck (its turn is open and nothing moved).
+    Live(LiveArgs),
     /// Forget the sessions whose last entry is older than a duration (e.g. 90d).
     Prune {
         /// How old.
@@ -52,6 +55,23 @@ pub struct IngestArgs {
     #[arg(long)]
     pub claude_dir: Option<PathBuf>,
     /// Codex's home (its sessions/ and archived_sessions/) [default: $CODEX_HOME, else ~/.codex].
+    #[arg(long)]
+    pub codex_dir: Option<PathBuf>,
+}
+
+/// `palm sessions live`.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    /// Only sessions whose file was written this recently.
+    #[arg(long, default_value = "24h")]
+    pub within: String,
+    /// An open turn with nothing written for this long is stuck.
+    #[arg(long, default_value = "10m")]
+    pub stuck_after: String,
+    /// Claude Code's projects directory [default: ~/.claude/projects].
+    #[arg(long)]
+    pub claude_dir: Option<PathBuf>,
+    /// Codex's home [default: $CODEX_HOME, else ~/.codex].
     #[arg(long)]
     pub codex_dir: Option<PathBuf>,
 }
@@ -103,10 +123,85 @@ fn ago(flag: &str, text: &str) -> Result<i64, CliError> {
     Ok(now_ms() - i64::try_from(ms).unwrap_or(i64::MAX / 2))
 }
 
+fn duration(flag: &str, text: &str) -> Result<i64, CliError> {
+    parse_duration_ms(text)
+        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX / 2))
+        .ok_or_else(|| {
+            CliError::usage(
+                "invalid_input",
+                format!("{flag} `{text}` is not a duration (e.g. 10m, 24h)"),
+            )
+        })
+}
+
+/// `palm sessions live`: straight from the vendors' files, no archive needed.
+fn live(ctx: &Ctx, args: LiveArgs) -> CliResult {
+    let mut sources = Sources::default_locations();
+    if let Some(dir) = args.claude_dir {
+        sources.claude = Some(dir);
+    }
+    if let Some(dir) = args.codex_dir {
+        sources.codex = Some(dir);
+    }
+    let options = palm_sessions::live::LiveOptions {
+        now_ms: now_ms(),
+        window_ms: duration("--within", &args.within)?,
+        stuck_after_ms: duration("--stuck-after", &args.stuck_after)?,
+    };
+    let sessions = palm_sessions::live::live(&sources, &options);
+    let count = |state: palm_sessions::live::LiveState| {
+        sessions.iter().filter(|s| s.state == state).count()
+    };
+    let value = json!({
+        "counts": {
+            "running": count(palm_sessions::live::LiveState::Running),
+            "idle": count(palm_sessions::live::LiveState::Idle),
+            "stuck": count(palm_sessions::live::LiveState::Stuck),
+        },
+        "sessions": sessions,
+    });
+    print(ctx, &value, |out, v| {
+        let list = v["sessions"].as_array().cloned().unwrap_or_default();
+        if list.is_empty() {
+            println!("no session wrote anything within {}", args.within);
+        }
+        for s in &list {
+            let state = s["state"].as_str().unwrap_or("");
+            let shown = match state {
+                "running" => out.green(state),
+                "stuck" => out.red(state),
+                _ => out.dim(state),
+            };
+            println!(
+                "{shown:<8} {}  {}  {}{}",
+                out.bold(s["session"].as_str().unwrap_or_default()),
+                s["vendor"].as_str().unwrap_or(""),
+                s["cwd"].as_str().unwrap_or(""),
+                s["title"]
+                    .as_str()
+                    .map(|t| format!("  {t}"))
+                    .unwrap_or_default()
+            );
+            println!("         {}", out.dim(s["reason"].as_str().unwrap_or("")));
+        }
+        let c = &v["counts"];
+        println!(
+            "{} running · {} stuck · {} idle",
+            c["running"], c["stuck"], c["idle"]
+        );
+    });
+    Ok(Code::Ok)
+}
+
 /// `palm sessions ...`.
 pub fn run(ctx: &Ctx, command: SessionsCommand) -> CliResult {
+    // `live` reads the vendors' files only: it needs no archive.
+    if let SessionsCommand::Live(args) = command {
+        return live(ctx, args);
+    }
     let memory = memory(ctx)?;
     match command {
+        SessionsCommand::Live(args) => live(ctx, args),
         SessionsCommand::Ingest(args) => {
             let mut sources = Sources::default_locations();
             if let Some(dir) = args.claude_dir {

@@ -428,3 +428,125 @@ fn a_session_palm_started_links_to_its_run_its_patch_and_its_commit() {
     );
     assert!(human.stdout.contains(&commit), "{}", human.stdout);
 }
+
+#[test]
+fn live_tells_running_idle_and_stuck_sessions_apart() {
+    let data = data_dir();
+    let claude = tempfile::tempdir().expect("claude");
+    let codex = tempfile::tempdir().expect("codex");
+    let project = claude.path().join("-work-app");
+    std::fs::create_dir_all(&project).expect("project");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let at = |ago_ms: i64| {
+        jiff::Timestamp::from_millisecond(now - ago_ms)
+            .expect("ts")
+            .to_string()
+    };
+    let envelope = |session: &str, kind: &str, ago: i64, message: Value| {
+        line(
+            json!({"parentUuid": null, "isSidechain": false, "userType": "external",
+                    "cwd": "/work/app", "sessionId": session, "version": "2.0.14",
+                    "gitBranch": "main", "type": kind, "message": message,
+                    "uuid": format!("{session}-{ago}"), "timestamp": at(ago)}),
+        )
+    };
+    let prompt = |session: &str, ago: i64| {
+        envelope(
+            session,
+            "user",
+            ago,
+            json!({"role": "user", "content": "Fix it"}),
+        )
+    };
+    let call = |session: &str, ago: i64| {
+        envelope(
+            session,
+            "assistant",
+            ago,
+            json!({"id": "m1", "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}],
+            "stop_reason": "tool_use"}),
+        )
+    };
+    let done = |session: &str, ago: i64| {
+        envelope(
+            session,
+            "assistant",
+            ago,
+            json!({"id": "m2", "role": "assistant",
+            "content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn"}),
+        )
+    };
+    for (session, text) in [
+        (
+            "s-running",
+            prompt("s-running", 20_000) + &call("s-running", 3_000),
+        ),
+        (
+            "s-stuck",
+            prompt("s-stuck", 40 * 60_000) + &call("s-stuck", 30 * 60_000),
+        ),
+        ("s-idle", prompt("s-idle", 90_000) + &done("s-idle", 60_000)),
+    ] {
+        std::fs::write(project.join(format!("{session}.jsonl")), text).expect("write");
+    }
+    let ran = palm_env(
+        data.path(),
+        &[
+            "sessions",
+            "live",
+            "--claude-dir",
+            &claude.path().display().to_string(),
+            "--codex-dir",
+            &codex.path().display().to_string(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let doc = ran.json();
+    assert_eq!(
+        doc["counts"],
+        json!({"running": 1, "stuck": 1, "idle": 1}),
+        "{doc:#}"
+    );
+    let sessions = doc["sessions"].as_array().expect("sessions");
+    let state = |id: &str| {
+        sessions
+            .iter()
+            .find(|s| s["session"] == id)
+            .map(|s| s["state"].clone())
+    };
+    assert_eq!(state("s-running"), Some(json!("running")));
+    assert_eq!(state("s-stuck"), Some(json!("stuck")));
+    assert_eq!(state("s-idle"), Some(json!("idle")));
+    let stuck = sessions
+        .iter()
+        .find(|s| s["session"] == "s-stuck")
+        .expect("stuck");
+    assert_eq!(stuck["pending_tool"], "Bash");
+    assert_eq!(stuck["vendor"], "claude");
+    assert_eq!(stuck["cwd"], "/work/app");
+    // A tighter threshold makes the running one stuck too; nothing was ingested.
+    let tight = palm_env(
+        data.path(),
+        &[
+            "sessions",
+            "live",
+            "--stuck-after",
+            "1s",
+            "--claude-dir",
+            &claude.path().display().to_string(),
+            "--codex-dir",
+            &codex.path().display().to_string(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(tight.json()["counts"]["stuck"], 2);
+    let bad = palm_env(data.path(), &["sessions", "live", "--within", "soon"], &[]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}

@@ -9,6 +9,7 @@
 //! - [`ingest`]: finding the files and taking only what is new in each.
 //! - [`index`]: one tantivy index across vendors, secrets redacted (`palm recall`).
 //! - [`links`]: a session's runs, worktrees, patches and commits.
+//! - [`live`]: which sessions are running, idle or stuck now, from the vendors' files.
 //! - [`memory`]: [`Memory`], the whole, as the CLI and MCP use it.
 
 pub mod archive;
@@ -19,6 +20,7 @@ pub mod error;
 pub mod index;
 pub mod ingest;
 pub mod links;
+pub mod live;
 pub mod memory;
 pub mod transcript;
 
