@@ -533,6 +533,28 @@ fn build_specs() -> Vec<ToolSpec> {
                 "session": {"type": "string"}, "entries": {"type": "array"}, "links": {"type": "object"}}}),
             [true, false, true],
         ),
+        (
+            "palm_knowledge",
+            "What a part of a repo is for",
+            "The repository's knowledge map (built with no model, every claim cited as \
+             file:line or a commit): with `module` (a name, a path or a file inside it), a \
+             brief sized for a prompt — purpose, decisions, surface, dependencies, risky \
+             files, checks, incidents, owners — with claims whose cited lines changed \
+             marked STALE; with `query`, the best matching modules, decisions, incidents \
+             and summaries. The map is built on first use (`palm knowledge build`).",
+            object(
+                json!({
+                    "repo": string("The repository (absolute path of its working tree or a path inside it)."),
+                    "module": string("A module's name or path, or a file inside it: answers with its brief."),
+                    "query": string("Words to look for: answers with hits."),
+                    "max_bytes": {"type": "integer", "minimum": 256, "maximum": 200000, "description": "The brief's budget (default 12000)."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most hits (default 5)."}
+                }),
+                &["repo"],
+            ),
+            json!({"type": "object"}),
+            [true, false, true],
+        ),
     ];
     rows.into_iter()
         .map(
@@ -790,7 +812,7 @@ pub async fn call(
                 value,
             })
         }
-        "palm_recall" | "palm_session" => {
+        "palm_recall" | "palm_session" | "palm_knowledge" => {
             let hook = SESSIONS.get().ok_or_else(|| {
                 ToolError::new(
                     "unavailable",
@@ -810,8 +832,9 @@ pub async fn call(
     }
 }
 
-/// Runs `palm_recall` and `palm_session` on a node's data directory: the session memory
-/// is in the binary built with it, which installs this (the MCP crate stays thin).
+/// Runs `palm_recall`, `palm_session` (on a node's data directory) and `palm_knowledge`
+/// (on a repository): the session memory and the repo index are in the binary built
+/// with them, which installs this (the MCP crate stays thin).
 pub type SessionsHook = Arc<
     dyn Fn(&std::path::Path, &str, &Map<String, Value>) -> Result<Answer, ToolError> + Send + Sync,
 >;

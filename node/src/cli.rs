@@ -784,7 +784,7 @@ mod tests {
         assert_eq!(listed, expected);
     }
 
-    const DOCS: [(&str, &str); 9] = [
+    const DOCS: [(&str, &str); 10] = [
         ("README.md", include_str!("../../README.md")),
         ("docs/agents.md", include_str!("../../docs/agents.md")),
         (
@@ -800,6 +800,7 @@ mod tests {
         ("docs/mcp.md", include_str!("../../docs/mcp.md")),
         ("docs/mcp-card.md", include_str!("../../docs/mcp-card.md")),
         ("docs/sessions.md", include_str!("../../docs/sessions.md")),
+        ("docs/knowledge.md", include_str!("../../docs/knowledge.md")),
     ];
 
     /// Splits a shell command line into words: single and double quotes, backslash

@@ -661,3 +661,67 @@ fn cite_label(c: &Value) -> String {
         _ => String::new(),
     }
 }
+
+/// MCP's `palm_knowledge`: a module's brief (`module`) or a search (`query`) of the map
+/// of the repository at `repo`, built first when there is none.
+pub fn mcp_tool(
+    arguments: &serde_json::Map<String, Value>,
+) -> Result<palm_mcp::tools::Answer, palm_mcp::tools::ToolError> {
+    use palm_mcp::tools::{Answer, ToolError};
+    let failed = |e: palm_intel::IntelError| ToolError::new(e.kind(), e.to_string());
+    let text = |name: &str| arguments.get(name).and_then(|v| v.as_str());
+    let repo =
+        text("repo").ok_or_else(|| ToolError::argument("palm_knowledge: `repo` is required"))?;
+    let intel = Intel::open(std::path::Path::new(repo)).map_err(failed)?;
+    let mut warnings = Vec::new();
+    let k = match Knowledge::load(intel.root()).map_err(failed)? {
+        Some(k) => k,
+        None => {
+            let snapshot = intel.snapshot(&mut warnings).map_err(failed)?;
+            Knowledge::build(&snapshot, intel.repository()).map_err(failed)?
+        }
+    };
+    if let Some(name) = text("module") {
+        let m = k.module(name).map_err(failed)?;
+        let max = arguments
+            .get("max_bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(brief::BRIEF_BYTES_DEFAULT as u64) as usize;
+        let snapshot = intel.snapshot(&mut warnings).map_err(failed)?;
+        let file = m
+            .hotspots
+            .first()
+            .map(|h| h.path.clone())
+            .or_else(|| m.surface.first().and_then(|s| s.cite.file.clone()));
+        let checks = file
+            .map(|f| snapshot.checks(&f, &m.tests))
+            .unwrap_or_default();
+        let b = brief::brief(&k, intel.repository(), m, &checks, max);
+        let summary = format!(
+            "brief of {} ({} bytes{})",
+            b.module,
+            b.bytes,
+            if b.truncated { ", cut to fit" } else { "" }
+        );
+        let value = serde_json::to_value(&b).unwrap_or(Value::Null);
+        return Ok(Answer { value, summary });
+    }
+    let Some(query) = text("query") else {
+        return Err(ToolError::argument(
+            "palm_knowledge: give `module` (a brief) or `query` (a search)",
+        ));
+    };
+    let limit = arguments
+        .get("limit")
+        .and_then(Value::as_u64)
+        .unwrap_or(find::SEARCH_LIMIT_DEFAULT as u64) as usize;
+    let hits = find::search(&k, query, limit).map_err(failed)?;
+    let summary = match hits.first() {
+        Some(best) => format!("{} hits; best: {} {}", hits.len(), best.kind, best.id),
+        None => "no hits".to_owned(),
+    };
+    Ok(Answer {
+        value: json!({"query": query, "hits": hits}),
+        summary,
+    })
+}

@@ -155,6 +155,9 @@ fn install_session_tools() {
         use palm_mcp::tools::{Answer, ToolError};
         let failed =
             |err: palm_sessions::SessionsError| ToolError::new(err.kind(), err.to_string());
+        if tool == "palm_knowledge" {
+            return crate::knowledge_cmd::mcp_tool(arguments);
+        }
         let memory = palm_sessions::Memory::open(data).map_err(failed)?;
         let text = |name: &str| arguments.get(name).and_then(|v| v.as_str());
         if tool == "palm_session" {

@@ -260,7 +260,7 @@ fn tools_answer_structured_content_and_text() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tools.len(), 16, "{listed}");
+    assert_eq!(tools.len(), 17, "{listed}");
     for tool in &tools {
         assert!(tool["outputSchema"].is_object(), "{tool}");
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
@@ -314,6 +314,47 @@ fn tools_answer_structured_content_and_text() {
         missing.to_string().contains("no session `nope`"),
         "{missing}"
     );
+    // The knowledge map of a repository: a brief within its budget, a search, and a
+    // clear error when asked for neither.
+    let checkout = common::git_repo(&[
+        (
+            "Cargo.toml",
+            "[package]\nname = \"jobs\"\nversion = \"0.1.0\"\n",
+        ),
+        (
+            "src/lib.rs",
+            "//! Durable storage of jobs.\n\npub fn open_store() {}\n",
+        ),
+    ]);
+    let repo_text = checkout.path().display().to_string();
+    let brief = session.call(
+        11,
+        "palm_knowledge",
+        json!({"repo": repo_text, "module": "jobs", "max_bytes": 600}),
+    );
+    assert_eq!(brief["result"]["isError"], false, "{brief}");
+    let content = &brief["result"]["structuredContent"];
+    assert!(
+        content["bytes"].as_u64().is_some_and(|b| b <= 600),
+        "{brief}"
+    );
+    assert!(
+        content["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("src/lib.rs:3")),
+        "{brief}"
+    );
+    let found = session.call(
+        12,
+        "palm_knowledge",
+        json!({"repo": repo_text, "query": "open store"}),
+    );
+    assert_eq!(
+        found["result"]["structuredContent"]["hits"][0]["id"], "jobs",
+        "{found}"
+    );
+    let neither = session.call(13, "palm_knowledge", json!({"repo": repo_text}));
+    assert_eq!(neither["result"]["isError"], true, "{neither}");
     let card = session.request(8, "resources/read", json!({"uri": "palm://agent/card"}));
     assert!(
         card["result"]["contents"][0]["text"]
