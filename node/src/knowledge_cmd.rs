@@ -167,7 +167,7 @@ pub async fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                 .await?;
             }
             let decisions = k.decisions();
-            let claims = k.claims(&decisions).len();
+            let claims = k.claims().len();
             let value = json!({
                 "summarized": summaries,
                 "root": intel.root().display().to_string(),
@@ -187,7 +187,7 @@ pub async fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                 "incidents": k.map.incidents,
             });
             let failed = summaries.iter().any(|s| s["error"].is_string());
-            emit(out, &value, &warnings, |out, v| print_build(out, v))?;
+            emit(out, &value, &warnings, print_build)?;
             Ok(if failed { Code::Failure } else { Code::Ok })
         }
         KnowledgeCommand::Show { module, repo } => {
@@ -206,9 +206,8 @@ pub async fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                 .iter()
                 .filter(|i| i.modules.contains(&m.name))
                 .collect();
-            let all = k.decisions();
             let claims: Vec<knowledge::AuditedClaim> = k
-                .claims(&all)
+                .claims()
                 .iter()
                 .filter(|c| c.module == Some(m.name.as_str()))
                 .map(|c| k.audit_claim(intel.repository(), c))
@@ -221,7 +220,7 @@ pub async fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
                 "summary": k.summaries.modules.get(&m.name),
                 "stale": claims,
             });
-            emit(out, &value, &warnings, |out, v| print_module(out, v))
+            emit(out, &value, &warnings, print_module)
         }
         KnowledgeCommand::Search { query, limit, repo } => {
             let intel = open(&repo)?;

@@ -77,8 +77,7 @@ pub async fn summarize(
 ) -> Result<Vec<Value>, CliError> {
     let repo = intel.repository();
     let names: Vec<String> = if wanted.is_empty() {
-        let decisions = knowledge.decisions();
-        let claims = knowledge.claims(&decisions);
+        let claims = knowledge.claims();
         knowledge
             .map
             .modules

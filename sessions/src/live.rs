@@ -140,20 +140,17 @@ impl Turn {
                 if line["isMeta"].as_bool() == Some(true) {
                     return;
                 }
-                let mut results = false;
                 if let Some(blocks) = message["content"].as_array() {
                     for block in blocks {
-                        if block["type"] == "tool_result" {
-                            results = true;
-                            if let Some(id) = block["tool_use_id"].as_str() {
-                                self.pending.remove(id);
-                            }
+                        if block["type"] == "tool_result"
+                            && let Some(id) = block["tool_use_id"].as_str()
+                        {
+                            self.pending.remove(id);
                         }
                     }
                 }
                 // A prompt, or tool results: either way the model's turn.
                 self.begin();
-                let _ = results;
             }
             "assistant" => {
                 self.begin();
@@ -176,14 +173,13 @@ impl Turn {
                     _ => self.answered = !called && self.pending.is_empty(),
                 }
             }
-            "system" => {
+            "system"
                 if matches!(
                     line["subtype"].as_str(),
                     Some("turn_duration" | "stop_hook_summary")
-                ) && self.pending.is_empty()
-                {
-                    self.end("answered");
-                }
+                ) && self.pending.is_empty() =>
+            {
+                self.end("answered");
             }
             _ => {}
         }

@@ -598,9 +598,9 @@ impl Knowledge {
         all
     }
 
-    /// Every claim: purposes, surfaces, decisions, incidents and summary claims.
-    pub fn claims(&self, decisions: &[Decision]) -> Vec<Claim<'_>> {
-        let _ = decisions;
+    /// Every standing claim: purposes, surfaces, active decisions, incidents and summary
+    /// claims.
+    pub fn claims(&self) -> Vec<Claim<'_>> {
         let mut out = Vec::new();
         for module in &self.map.modules {
             if let Some(purpose) = &module.purpose {
@@ -622,7 +622,20 @@ impl Knowledge {
                 });
             }
         }
-        for d in self.map.decisions.iter().chain(&self.records.decisions) {
+        // A retired decision is history: what its lines read now does not matter.
+        let retired: BTreeSet<&str> = self
+            .records
+            .decisions
+            .iter()
+            .flat_map(|d| d.supersedes.iter().map(String::as_str))
+            .collect();
+        for d in self
+            .map
+            .decisions
+            .iter()
+            .chain(&self.records.decisions)
+            .filter(|d| !retired.contains(d.id.as_str()) && d.status != "superseded")
+        {
             out.push(Claim {
                 id: d.id.clone(),
                 kind: "decision",
@@ -656,8 +669,7 @@ impl Knowledge {
 
     /// Re-reads every citation (`palm knowledge audit`).
     pub fn audit(&self, repo: &git2::Repository, head: Option<String>) -> AuditReport {
-        let decisions = self.decisions();
-        let claims = self.claims(&decisions);
+        let claims = self.claims();
         let mut report = AuditReport {
             claims: claims.len(),
             citations: 0,
