@@ -225,6 +225,11 @@ pub struct UpArgs {
     /// How long running effects may finish after SIGINT/SIGTERM, in ms.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     pub grace_ms: u64,
+    /// Serve the REST API (/v1) and the Explorer on HOST:PORT (`--http` alone:
+    /// 127.0.0.1:7470; `:PORT` or `PORT`: loopback). Beyond loopback every request needs
+    /// an API token (`palm token create --role api`).
+    #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = crate::web::HTTP_DEFAULT)]
+    pub http: Option<String>,
 }
 
 /// `palm run`.
@@ -658,21 +663,23 @@ pub enum InterestsCommand {
 /// `palm token ...`.
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Print a one-time join token for a child node.
+    /// Print a one-time join token for a child node (a root), or an API token for the
+    /// REST API and the Explorer beyond loopback (`--role api`, any node).
     Create {
-        /// The child's name (it joins under this name) [default: ROLE-xxxxxx].
+        /// The child's (or API token's) name [default: ROLE-xxxxxx].
         #[arg(long)]
         name: Option<String>,
-        /// The child's role: realm or edge.
+        /// The child's role (realm or edge), or `api`.
         #[arg(long, default_value = "edge")]
         role: String,
         /// How long the token is valid (e.g. 10m, 1h, 7d).
         #[arg(long, default_value = crate::tokens::TOKEN_TTL_DEFAULT)]
         ttl: String,
     },
-    /// Refuse a child from now on: its certificates, its unused tokens, its name.
+    /// Refuse a child from now on (its certificates, its unused tokens, its name), or
+    /// revoke the API tokens of that name.
     Revoke {
-        /// The child's name.
+        /// The child's (or API token's) name.
         name: String,
     },
     /// Tokens (live, used, expired, revoked; never their secrets) and enrolled children.

@@ -465,6 +465,20 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
             ),
         }
     }
+    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let http = match &args.http {
+        Some(address) => match crate::web::start(node.genome(), address, http_stopped).await {
+            Ok(task) => Some(task),
+            Err(err) => {
+                if let Some(tree) = &tree {
+                    tree.shutdown().await;
+                }
+                node.shutdown(Duration::ZERO).await;
+                return Err(err);
+            }
+        },
+        None => None,
+    };
     eprintln!(
         "palm: node {name} up on {} ({} seats); control socket {}",
         ctx.data.display(),
@@ -482,6 +496,10 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
         "palm: stopping (running effects have {} ms to finish)",
         settings.grace_ms
     );
+    let _ = http_stop.send(());
+    if let Some(task) = http {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     if let Some(tree) = &tree {
         tree.shutdown().await;
     }

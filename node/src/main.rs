@@ -35,6 +35,7 @@ mod sim_cmd;
 mod team_cmd;
 mod tokens_cmd;
 mod validate;
+mod web;
 
 use clap::Parser;
 use exit::CliError;

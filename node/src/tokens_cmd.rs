@@ -64,6 +64,14 @@ pub async fn run(ctx: &Ctx, command: TokenCommand) -> CliResult {
         ctx.out.json(&result);
     } else {
         match command {
+            TokenCommand::Create { .. } if result["role"] == "api" => {
+                println!("{}", result["token"].as_str().unwrap_or_default());
+                eprintln!(
+                    "palm: API token `{}`, valid until {} (ms since the epoch); send it as\n  Authorization: Bearer TOKEN\nto `palm up --http` from beyond loopback. It is shown this once.",
+                    result["name"].as_str().unwrap_or_default(),
+                    result["expires_at"],
+                );
+            }
             TokenCommand::Create { .. } => {
                 println!("{}", result["token"].as_str().unwrap_or_default());
                 eprintln!(
@@ -75,6 +83,11 @@ pub async fn run(ctx: &Ctx, command: TokenCommand) -> CliResult {
                 );
             }
             TokenCommand::List => {}
+            TokenCommand::Revoke { .. } if result["role"] == "api" => println!(
+                "revoked API token {} ({} live ones)",
+                result["revoked"].as_str().unwrap_or_default(),
+                result["tokens"]
+            ),
             TokenCommand::Revoke { .. } => println!(
                 "revoked {} ({} certificates, {} unused tokens, {} links closed)",
                 result["revoked"].as_str().unwrap_or_default(),
@@ -89,7 +102,7 @@ pub async fn run(ctx: &Ctx, command: TokenCommand) -> CliResult {
 
 /// No node runs: act on the root's data directory directly, holding its lock.
 fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
-    let _lock = match DataLock::acquire(&ctx.data) {
+    let lock = match DataLock::acquire(&ctx.data) {
         Ok(lock) => lock,
         Err(LockError::Busy { .. }) => {
             return Err(CliError::failure(
@@ -102,6 +115,18 @@ fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
         }
         Err(LockError::Io(message)) => return Err(CliError::usage("data_dir", message)),
     };
+    let _lock = lock;
+    if let Some(answered) = crate::tokens::api_answer(&ctx.data, &request) {
+        return answered.map_err(|body| {
+            let mut err = if body.exit == 2 {
+                CliError::usage(&body.kind, body.message)
+            } else {
+                CliError::failure(&body.kind, body.message)
+            };
+            err.hint = body.hint;
+            err
+        });
+    }
     let authority = crate::link::open_authority(&ctx.data)?.ok_or_else(|| {
         let body = not_a_root();
         let mut err = CliError::usage(

@@ -10,6 +10,7 @@
 
 pub use palm_api::exit;
 
+pub mod api_tokens;
 pub mod config;
 pub mod control;
 pub mod genome;

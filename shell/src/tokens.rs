@@ -36,7 +36,7 @@ pub fn decide(authority: &Authority, request: Request) -> Result<Value, ErrorBod
             let role = Role::parse(&role).ok_or_else(|| {
                 ErrorBody::invalid(
                     "invalid_input",
-                    format!("unknown role `{role}`; use realm or edge"),
+                    format!("unknown role `{role}`; use api, realm or edge"),
                 )
             })?;
             let name = if name.is_empty() {
@@ -72,6 +72,20 @@ pub fn decide(authority: &Authority, request: Request) -> Result<Value, ErrorBod
     }
 }
 
+/// A token request about API tokens, answered on the node's data directory: a create
+/// with role `api`, or a revoke of a name an API token has. `None` for anything else.
+pub fn api_answer(data: &std::path::Path, request: &Request) -> Option<Result<Value, ErrorBody>> {
+    match request {
+        Request::TokenCreate { name, role, ttl_ms } if role == crate::api_tokens::API_ROLE => {
+            Some(crate::api_tokens::create(data, name, *ttl_ms, now_ms()))
+        }
+        Request::TokenRevoke { name } => {
+            crate::api_tokens::revoke(data, name, now_ms()).transpose()
+        }
+        _ => None,
+    }
+}
+
 /// The refusal when this node is not a root (only a root holds the tree CA).
 pub fn not_a_root() -> ErrorBody {
     ErrorBody::invalid(
@@ -83,6 +97,13 @@ pub fn not_a_root() -> ErrorBody {
 
 /// Answers a token request on a running node.
 pub async fn answer(genome: &Arc<Genome>, request: Request) -> Response {
+    // API tokens are this node's own, whatever its profile (no tree CA involved).
+    if let Some(answered) = api_answer(&genome.info.data, &request) {
+        return match answered {
+            Ok(result) => Response::ok(result),
+            Err(error) => Response::err(error),
+        };
+    }
     // The control socket answers as soon as the genome is up; a root's tree organ starts
     // just after (it may be creating the CA). Wait for it rather than refuse.
     let mut waited_ms = 0;

@@ -1,0 +1,58 @@
+//! `palm-web`: Palm's REST API under `/v1` and the Explorer, served by `palm up --http`.
+//!
+//! A thin surface over the node's control requests ([`palm_api::protocol::Request`]):
+//! every endpoint turns an HTTP request into one or more control requests answered by a
+//! [`Backend`] (the node's own dispatcher in `palm up`), and answers with the same JSON
+//! the CLI prints with `--json`. Errors are `application/problem+json` (RFC 9457)
+//! carrying the control error's `kind`, `hint` and exit code.
+//!
+//! - [`rest`]: the `/v1` routes;
+//! - [`openapi`]: the OpenAPI 3.1 document served at `/v1/openapi.json`;
+//! - [`problem`]: control errors as problem documents, with their HTTP status;
+//! - [`auth`]: loopback is trusted; from anywhere else a bearer token (`palm token create
+//!   --role api`) is required for every route, checked by the backend.
+
+pub mod auth;
+pub mod openapi;
+pub mod problem;
+pub mod rest;
+
+use palm_api::protocol::{Request, Response};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A boxed future of a control response.
+pub type Answer<'a> = Pin<Box<dyn Future<Output = Response> + Send + 'a>>;
+
+/// What the web surface runs on: the node.
+pub trait Backend: Send + Sync + 'static {
+    /// Answers one control request, as the control socket would.
+    fn call(&self, request: Request) -> Answer<'_>;
+
+    /// True when `token` is a live API token of this node (`palm token create --role api`).
+    fn token_ok(&self, token: &str) -> bool;
+}
+
+/// The whole web surface: the REST API and the Explorer, behind the token check.
+pub fn router(backend: Arc<dyn Backend>) -> axum::Router {
+    rest::routes()
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&backend),
+            auth::require,
+        ))
+        .with_state(backend)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves; each connection's peer
+/// address reaches the token check.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    backend: Arc<dyn Backend>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(backend).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
