@@ -87,6 +87,13 @@ pub enum Request {
         #[serde(default)]
         limit: Option<usize>,
     },
+    /// The waiting jobs, each with its status document (`waiting_on`: keys, prompts,
+    /// schemas, choices): an inbox in one request.
+    Waits {
+        /// At most this many (the newest).
+        #[serde(default)]
+        limit: Option<usize>,
+    },
     /// A job's journal and tree.
     Inspect {
         /// Job id.

@@ -9,10 +9,12 @@
 //! - [`rest`]: the `/v1` routes;
 //! - [`openapi`]: the OpenAPI 3.1 document served at `/v1/openapi.json`;
 //! - [`problem`]: control errors as problem documents, with their HTTP status;
+//! - [`explorer`]: the Explorer's pages (inbox, jobs, a job, places, tree), live over SSE;
 //! - [`auth`]: loopback is trusted; from anywhere else a bearer token (`palm token create
 //!   --role api`) is required for every route, checked by the backend.
 
 pub mod auth;
+pub mod explorer;
 pub mod openapi;
 pub mod problem;
 pub mod rest;
@@ -37,6 +39,7 @@ pub trait Backend: Send + Sync + 'static {
 /// The whole web surface: the REST API and the Explorer, behind the token check.
 pub fn router(backend: Arc<dyn Backend>) -> axum::Router {
     rest::routes()
+        .merge(explorer::routes())
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&backend),
             auth::require,

@@ -10,7 +10,7 @@
 //! | `GET /v1/jobs/{id}/wait?timeout_ms=` | `wait` |
 //! | `POST /v1/jobs/{id}/continue` `{"key", "input"}` | `continue` |
 //! | `POST /v1/jobs/{id}/cancel` `{"reason"}` | `cancel` |
-//! | `GET /v1/waits` | `jobs` (waiting), then `status` of each: the inbox |
+//! | `GET /v1/waits` | `waits`: every waiting job's status document (the inbox) |
 //! | `GET /v1/flows`, `GET /v1/flows/{name}?revision=` | `flows_list`, `flows_show` |
 //! | `POST /v1/flows` `{"source", "origin"}` | `flows_add` (201) |
 //! | `POST /v1/flows/validate` `{"source"}` | parsed here, as `palm flows validate` |
@@ -388,29 +388,23 @@ async fn cancel(State(backend): Shared, Path(id): Path<String>, bytes: Bytes) ->
     answer(result)
 }
 
-/// The inbox: every waiting job with what it waits for (its status document).
+/// The inbox: every waiting job with its status document, `waiting_on` included (one
+/// `waits` request however many jobs wait).
 pub async fn inbox(backend: &Arc<dyn Backend>, limit: usize) -> Result<Vec<Value>, Problem> {
     let listed = ask(
         backend,
-        Request::Jobs {
-            status: Some("waiting".into()),
+        Request::Waits {
             limit: Some(limit.clamp(1, WAITS_LIMIT_MAX)),
         },
     )
     .await?;
-    let mut out = Vec::new();
-    for job in listed["jobs"].as_array().into_iter().flatten() {
-        let Some(id) = job["job"].as_str() else {
-            continue;
-        };
-        // A job that moved on between the two requests is left out.
-        if let Ok(view) = ask(backend, Request::Status { job: id.to_owned() }).await
-            && view["status"] == "waiting"
-        {
-            out.push(view);
-        }
-    }
-    Ok(out)
+    Ok(match listed {
+        Value::Object(mut map) => match map.remove("jobs") {
+            Some(Value::Array(jobs)) => jobs,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    })
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,96 +4,13 @@
 //! errors are problem documents with the status their kind calls for; and from beyond
 //! loopback no endpoint answers without a live API token.
 
+mod common;
+
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use palm_api::protocol::Request as ControlRequest;
-use palm_node::genome::{Genome, NodeSettings};
-use palm_node::node::{BootOptions, Node};
-use serde_json::{Value, json};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use common::{LOOPBACK, REMOTE, send, world};
+use serde_json::json;
 use tower::ServiceExt;
-
-struct Backend {
-    genome: Arc<Genome>,
-}
-
-impl palm_web::Backend for Backend {
-    fn call(&self, request: ControlRequest) -> palm_web::Answer<'_> {
-        Box::pin(palm_node::control::dispatch(&self.genome, request))
-    }
-
-    fn token_ok(&self, token: &str) -> bool {
-        palm_node::api_tokens::verify(&self.genome.info.data, token, palm_node::genome::now_ms())
-    }
-}
-
-struct World {
-    node: Node,
-    app: axum::Router,
-    _data: tempfile::TempDir,
-}
-
-async fn world() -> World {
-    let data = tempfile::tempdir().expect("data");
-    let node = Node::boot(BootOptions {
-        data: data.path().to_owned(),
-        name: "web-test".into(),
-        profile: "all-in-one".into(),
-        settings: NodeSettings::default(),
-        embedded: true,
-    })
-    .await
-    .expect("boot");
-    let backend: Arc<dyn palm_web::Backend> = Arc::new(Backend {
-        genome: Arc::clone(node.genome()),
-    });
-    World {
-        app: palm_web::router(backend),
-        node,
-        _data: data,
-    }
-}
-
-const LOOPBACK: &str = "127.0.0.1:50000";
-const REMOTE: &str = "192.0.2.7:50000";
-
-async fn send(
-    app: &axum::Router,
-    peer: &str,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> (StatusCode, String, Value) {
-    let mut builder = Request::builder().method(method).uri(path);
-    if let Some(token) = token {
-        builder = builder.header("authorization", format!("Bearer {token}"));
-    }
-    let mut request = builder
-        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
-        .expect("request");
-    let peer: SocketAddr = peer.parse().expect("peer");
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let response = app.clone().oneshot(request).await.expect("answer");
-    let status = response.status();
-    let kind = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, kind, value)
-}
 
 const APPROVAL: &str = "name: approval\ntree:\n  sequence:\n    - wait:\n        key: approve\n        schema: {type: object, required: [ok], properties: {ok: {type: boolean}}}\n    - check: \"state.approve.ok\"\n";
 
@@ -373,7 +290,7 @@ async fn the_openapi_document_lists_every_route_and_validates() {
         );
     }
     // The official validator, where CI installs it (`openapi-spec-validator`).
-    let file = w._data.path().join("openapi.json");
+    let file = w.data.path().join("openapi.json");
     std::fs::write(&file, doc.to_string()).expect("write");
     // The venv .ci/run fills, else the machine's python3.
     let venv =

@@ -188,6 +188,7 @@ impl Desk {
             read @ (Request::Ping
             | Request::Status { .. }
             | Request::Jobs { .. }
+            | Request::Waits { .. }
             | Request::Inspect { .. }
             | Request::FlowsList
             | Request::FlowsShow { .. }
@@ -381,6 +382,7 @@ impl Desk {
             Request::Ping => Response::ok(self.info.to_json()),
             Request::Status { job } | Request::Wait { job, .. } => self.view(&job),
             Request::Jobs { status, limit } => self.jobs(status, limit),
+            Request::Waits { limit } => self.waits(limit),
             Request::Inspect { job } => self.inspect(&job),
             Request::FlowsList => {
                 let flows: Vec<Value> = self
@@ -464,7 +466,7 @@ impl Desk {
                             "job": r.id, "flow": r.flow, "status": r.status,
                             "revision": r.revision, "created_at": r.created_at,
                             "updated_at": r.updated_at, "waiting": r.waiting,
-                            "error": r.error,
+                            "error": r.error, "parent": r.parent.as_ref().map(|p| &p.job),
                         })
                     })
                     .collect();
@@ -472,6 +474,28 @@ impl Desk {
             }
             Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),
         }
+    }
+
+    fn waits(&mut self, limit: Option<usize>) -> Response {
+        let store = Arc::clone(&self.store);
+        let records = match self.path.list_jobs(
+            &*store,
+            Some(JobStatus::Waiting),
+            limit.unwrap_or(usize::MAX),
+        ) {
+            Ok(records) => records,
+            Err(err) => return Response::err(ErrorBody::failure("store", err.to_string())),
+        };
+        let mut jobs = Vec::with_capacity(records.len());
+        for record in &records {
+            match self.path.job_view(&*store, &record.id) {
+                // Parked jobs are in memory: a view costs no store read.
+                Ok(Some(view)) => jobs.push(view_json(&view)),
+                Ok(None) => {}
+                Err(err) => return Response::err(ErrorBody::failure("store", err.to_string())),
+            }
+        }
+        Response::ok(json!({ "jobs": jobs }))
     }
 
     fn inspect(&mut self, job: &str) -> Response {

@@ -1,0 +1,1054 @@
+//! The Explorer: server-rendered pages (minijinja templates, auto-escaped) over the same
+//! control requests as `/v1`, enhanced with htmx (vendored, no build step) and its SSE
+//! extension. Every page works without JavaScript; htmx answers in place and keeps a
+//! running job's status live.
+//!
+//! - `/inbox` — every waiting job, each wait answered in place through a form built from
+//!   its JSON Schema (a lone boolean or enum, or the wait's choices, become buttons);
+//! - `/jobs` — filters (status, flow, age, waiting-on key, excluded statuses) kept in the
+//!   URL, "in flight", paste an id to jump, child jobs folded under their parent;
+//! - `/jobs/{id}` — actions the job's state allows (cancel with a confirmation, answer a
+//!   wait), the behavior tree coloured and labelled by status, the blackboard, effects
+//!   with attempts and next retry, the journal in compact, timeline and full views with a
+//!   failed-only toggle and a JSON download, live over SSE while it runs;
+//! - `/places`, `/tree` — the place book with health and what no seat can take; the
+//!   node tree with link states.
+
+use crate::Backend;
+use crate::problem::Problem;
+use crate::rest::{JobsQuery, ask, inbox, list_jobs};
+use axum::Router;
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::get;
+use minijinja::{Environment, context};
+use palm_api::protocol::Request;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::sync::{Arc, OnceLock};
+
+/// Waiting jobs the inbox shows at most.
+pub const INBOX_MAX: usize = 10_000;
+/// Jobs the list shows at most.
+pub const LIST_MAX: usize = 1_000;
+/// Journal events a job page shows at most (the newest).
+pub const EVENTS_MAX: usize = 2_000;
+/// How long one live-update poll waits for the job to move (ms).
+const LIVE_POLL_MS: u64 = 15_000;
+
+type Shared = State<Arc<dyn Backend>>;
+
+const HTMX: &str = include_str!("../assets/htmx-2.0.11.min.js");
+const SSE: &str = include_str!("../assets/htmx-ext-sse-2.2.4.js");
+
+/// The templates, parsed once.
+fn templates() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        for (name, text) in [
+            ("layout.html", include_str!("../templates/layout.html")),
+            ("macros.html", include_str!("../templates/macros.html")),
+            ("inbox.html", include_str!("../templates/inbox.html")),
+            ("answered.html", include_str!("../templates/answered.html")),
+            ("jobs.html", include_str!("../templates/jobs.html")),
+            ("job.html", include_str!("../templates/job.html")),
+            ("confirm.html", include_str!("../templates/confirm.html")),
+            ("places.html", include_str!("../templates/places.html")),
+            ("tree.html", include_str!("../templates/tree.html")),
+            ("card.html", include_str!("../templates/card.html")),
+        ] {
+            // The templates are part of the binary; one that does not parse is a
+            // build-time mistake the page tests catch.
+            if let Err(e) = env.add_template(name, text) {
+                eprintln!("palm-web: template {name}: {e}");
+            }
+        }
+        env
+    })
+}
+
+fn render(name: &str, ctx: minijinja::Value) -> Response {
+    match templates().get_template(name).and_then(|t| t.render(ctx)) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "template",
+            format!("the page {name} failed to render: {e}"),
+        )
+        .into_response(),
+    }
+}
+
+fn page_error(problem: Problem) -> Response {
+    let status = problem.status;
+    let text = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Palm: {}</title></head><body><main><h1>{}</h1><p role=\"alert\">{}</p>{}<p><a href=\"/inbox\">Inbox</a> · <a href=\"/jobs\">Jobs</a></p></main></body></html>",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("Error"),
+        escape(&problem.body.message),
+        problem
+            .body
+            .hint
+            .as_deref()
+            .map(|h| format!("<p>{}</p>", escape(h)))
+            .unwrap_or_default()
+    );
+    (status, Html(text)).into_response()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The Explorer's routes.
+pub fn routes() -> Router<Arc<dyn Backend>> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/inbox") }))
+        .route("/assets/htmx.min.js", get(|| async { script(HTMX) }))
+        .route("/assets/sse.js", get(|| async { script(SSE) }))
+        .route("/inbox", get(inbox_page))
+        .route("/jobs", get(jobs_page))
+        .route("/jobs/{id}", get(job_page))
+        .route("/jobs/{id}/answer", axum::routing::post(answer))
+        .route("/jobs/{id}/cancel", get(cancel_confirm).post(cancel))
+        .route("/jobs/{id}/live", get(live))
+        .route("/places", get(places_page))
+        .route("/tree", get(tree_page))
+}
+
+fn script(text: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+async fn node_name(backend: &Arc<dyn Backend>) -> (String, usize) {
+    let name = ask(backend, Request::Tree)
+        .await
+        .ok()
+        .and_then(|t| t["node"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "palm".into());
+    let waiting = ask(
+        backend,
+        Request::Jobs {
+            status: Some("waiting".into()),
+            limit: Some(INBOX_MAX),
+        },
+    )
+    .await
+    .ok()
+    .and_then(|v| v["jobs"].as_array().map(Vec::len))
+    .unwrap_or(0);
+    (name, waiting)
+}
+
+/// A form field built from a property of a wait's schema.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Field {
+    /// The property.
+    pub name: String,
+    /// Its label (title, else name).
+    pub label: String,
+    /// boolean, enum, integer, number, string or json.
+    pub kind: &'static str,
+    /// Its enum values.
+    pub options: Vec<String>,
+    /// Listed in `required`.
+    pub required: bool,
+    /// Its description.
+    pub description: Option<String>,
+    /// Its default, as JSON.
+    pub default: Value,
+    /// Its default, as the form shows it.
+    pub default_text: String,
+}
+
+/// A button that answers a wait in one click.
+#[derive(Clone, Debug, Serialize)]
+pub struct Button {
+    /// The form field it sets.
+    pub name: String,
+    /// The value.
+    pub value: String,
+    /// What it says.
+    pub label: String,
+}
+
+/// A wait, as a form.
+#[derive(Clone, Debug, Serialize)]
+pub struct WaitForm {
+    /// The wait key.
+    pub key: String,
+    /// Its prompt.
+    pub prompt: Option<String>,
+    /// The fields (when not answered by buttons).
+    pub fields: Vec<Field>,
+    /// One-click answers, when the answer is a choice.
+    pub buttons: Vec<Button>,
+    /// What the buttons choose.
+    pub buttons_label: String,
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The form of a wait (`waiting_on` item of a status document).
+pub fn wait_form(wait: &Value) -> WaitForm {
+    let key = wait["key"].as_str().unwrap_or_default().to_owned();
+    let prompt = wait["prompt"].as_str().map(str::to_owned);
+    let schema = &wait["schema"];
+    let choices: Vec<String> = wait["choices"]
+        .as_array()
+        .map(|c| c.iter().map(text_of).collect())
+        .unwrap_or_default();
+    let mut form = WaitForm {
+        key,
+        prompt,
+        fields: Vec::new(),
+        buttons: Vec::new(),
+        buttons_label: String::new(),
+    };
+    // The wait's own choices: the answer is the chosen value itself.
+    if !choices.is_empty() {
+        form.buttons_label = "Choose".into();
+        form.buttons = choices
+            .into_iter()
+            .map(|c| Button {
+                name: "_choice".into(),
+                label: c.clone(),
+                value: c,
+            })
+            .collect();
+        return form;
+    }
+    let properties = schema["properties"].as_object();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) =
+        properties.filter(|_| schema["type"] == "object" || schema["type"].is_null())
+    else {
+        // No object schema: one JSON answer.
+        form.fields.push(Field {
+            name: "_json".into(),
+            label: "Answer".into(),
+            kind: "json",
+            required: true,
+            ..Field::default()
+        });
+        return form;
+    };
+    for (name, property) in properties {
+        let kind = match (property["type"].as_str(), property["enum"].as_array()) {
+            (_, Some(_)) => "enum",
+            (Some("boolean"), _) => "boolean",
+            (Some("integer"), _) => "integer",
+            (Some("number"), _) => "number",
+            (Some("string"), _) => "string",
+            _ => "json",
+        };
+        let default = property["default"].clone();
+        form.fields.push(Field {
+            name: name.clone(),
+            label: property["title"].as_str().unwrap_or(name).to_owned(),
+            kind,
+            options: property["enum"]
+                .as_array()
+                .map(|o| o.iter().map(text_of).collect())
+                .unwrap_or_default(),
+            required: required.contains(&name.as_str()),
+            description: property["description"].as_str().map(str::to_owned),
+            default_text: text_of(&default),
+            default,
+        });
+    }
+    // One choice to make (a lone boolean or enum): buttons.
+    if form.fields.len() == 1 && matches!(form.fields[0].kind, "boolean" | "enum") {
+        let field = form.fields.remove(0);
+        form.buttons_label = field.label.clone();
+        form.buttons = if field.kind == "boolean" {
+            vec![
+                Button {
+                    name: field.name.clone(),
+                    value: "true".into(),
+                    label: "Yes".into(),
+                },
+                Button {
+                    name: field.name.clone(),
+                    value: "false".into(),
+                    label: "No".into(),
+                },
+            ]
+        } else {
+            field
+                .options
+                .iter()
+                .map(|o| Button {
+                    name: field.name.clone(),
+                    value: o.clone(),
+                    label: o.clone(),
+                })
+                .collect()
+        };
+    }
+    form
+}
+
+/// The JSON answer a submitted form means, typed by the wait's schema.
+pub fn form_answer(wait: &Value, pairs: &[(String, String)]) -> Result<Value, String> {
+    let get = |name: &str| -> Option<&str> {
+        // A checkbox sends its hidden "false" first, then "true" when ticked: the last wins.
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(choice) = get("_choice") {
+        // The wait's choices are values; give back the one whose text was chosen.
+        let chosen = wait["choices"]
+            .as_array()
+            .and_then(|c| c.iter().find(|v| text_of(v) == choice).cloned())
+            .unwrap_or_else(|| Value::String(choice.to_owned()));
+        return Ok(chosen);
+    }
+    if let Some(text) = get("_json") {
+        return serde_json::from_str(text).map_err(|e| format!("the answer is not JSON: {e}"));
+    }
+    let schema = &wait["schema"];
+    let mut out = Map::new();
+    for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+        let Some(raw) = get(name) else { continue };
+        if raw.is_empty() && property["type"] != "string" {
+            continue;
+        }
+        let value = match property["type"].as_str() {
+            Some("boolean") => Value::Bool(raw == "true" || raw == "on"),
+            Some("integer") => raw
+                .trim()
+                .parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| format!("{name}: `{raw}` is not a whole number"))?,
+            Some("number") => raw
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(|| format!("{name}: `{raw}` is not a number"))?,
+            Some("string") => Value::String(raw.to_owned()),
+            _ if property["enum"].is_array() => property["enum"]
+                .as_array()
+                .and_then(|o| o.iter().find(|v| text_of(v) == raw).cloned())
+                .unwrap_or_else(|| Value::String(raw.to_owned())),
+            _ => serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned())),
+        };
+        out.insert(name.clone(), value);
+    }
+    Ok(Value::Object(out))
+}
+
+fn ago(now_ms: u64, then: &Value) -> String {
+    let Some(then) = then.as_u64() else {
+        return String::new();
+    };
+    let s = now_ms.saturating_sub(then) / 1000;
+    match s {
+        s if s < 60 => format!("{s} s ago"),
+        s if s < 3600 => format!("{} min ago", s / 60),
+        s if s < 86_400 => format!("{} h ago", s / 3600),
+        s => format!("{} days ago", s / 86_400),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn inbox_card(view: &Value, error: Option<(&str, String)>) -> minijinja::Value {
+    let waits: Vec<WaitForm> = view["waiting_on"]
+        .as_array()
+        .map(|w| w.iter().map(wait_form).collect())
+        .unwrap_or_default();
+    let since = view["waiting_on"][0]["since"].clone();
+    context! {
+        job => view["job"].as_str().unwrap_or_default(),
+        flow => view["flow"].as_str().unwrap_or_default(),
+        since => ago(now_ms(), &since),
+        waits => waits,
+        error_key => error.as_ref().map(|e| e.0.to_owned()),
+        error => error.map(|e| e.1),
+    }
+}
+
+async fn inbox_page(State(backend): Shared) -> Response {
+    let jobs = match inbox(&backend, INBOX_MAX).await {
+        Ok(jobs) => jobs,
+        Err(problem) => return page_error(problem),
+    };
+    let node = ask(&backend, Request::Tree)
+        .await
+        .ok()
+        .and_then(|t| t["node"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "palm".into());
+    let cards: Vec<minijinja::Value> = jobs.iter().map(|v| inbox_card(v, None)).collect();
+    render(
+        "inbox.html",
+        context! { node => node, page => "inbox", waiting => jobs.len(), jobs => cards,
+        truncated => jobs.len() >= INBOX_MAX },
+    )
+}
+
+fn is_htmx(headers: &HeaderMap) -> bool {
+    headers.contains_key("hx-request")
+}
+
+async fn answer(
+    State(backend): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let pairs: Vec<(String, String)> = form_urlencoded(&body);
+    let Some(key) = pairs
+        .iter()
+        .find(|(k, _)| k == "_key")
+        .map(|(_, v)| v.clone())
+    else {
+        return page_error(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            "the form names no wait (_key)",
+        ));
+    };
+    let view = match ask(&backend, Request::Status { job: id.clone() }).await {
+        Ok(view) => view,
+        Err(problem) => return page_error(problem),
+    };
+    let Some(wait) = view["waiting_on"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["key"] == key.as_str()))
+        .cloned()
+    else {
+        return page_error(
+            Problem::new(
+                StatusCode::CONFLICT,
+                "not_waiting",
+                format!("job {id} no longer waits on `{key}`"),
+            )
+            .hint("someone may have answered it already"),
+        );
+    };
+    let refused = |message: String| {
+        if is_htmx(&headers) {
+            // In place: the form again, with the error beside it.
+            let form = wait_form(&wait);
+            let page = render(
+                "card.html",
+                context! { job => id.clone(), wait => form, error => message },
+            );
+            return (StatusCode::BAD_REQUEST, page).into_response();
+        }
+        let card = inbox_card(&view, Some((&key, message)));
+        let node = view["home"].as_str().unwrap_or("palm").to_owned();
+        let page = render(
+            "inbox.html",
+            context! { node => node, page => "inbox", waiting => 1, jobs => vec![card], truncated => false },
+        );
+        (StatusCode::BAD_REQUEST, page).into_response()
+    };
+    let input = match form_answer(&wait, &pairs) {
+        Ok(input) => input,
+        Err(message) => return refused(message),
+    };
+    match ask(
+        &backend,
+        Request::Continue {
+            job: id.clone(),
+            key: key.clone(),
+            input,
+        },
+    )
+    .await
+    {
+        Ok(_) => {}
+        Err(problem) if problem.status == StatusCode::BAD_REQUEST => {
+            return refused(problem.body.message);
+        }
+        Err(problem) => return page_error(problem),
+    }
+    if is_htmx(&headers) {
+        let status = ask(&backend, Request::Status { job: id.clone() })
+            .await
+            .map(|v| v["status"].as_str().unwrap_or("unknown").to_owned())
+            .unwrap_or_else(|_| "unknown".into());
+        return render(
+            "answered.html",
+            context! { job => id, key => key, status => status },
+        );
+    }
+    Redirect::to(&format!("/jobs/{id}")).into_response()
+}
+
+/// `application/x-www-form-urlencoded` pairs, in order.
+fn form_urlencoded(body: &[u8]) -> Vec<(String, String)> {
+    let text = String::from_utf8_lossy(body);
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The list filters, as the URL carries them (`not_status` may repeat).
+#[derive(Clone, Debug, Default, Serialize)]
+struct Filters {
+    status: Option<String>,
+    flow: Option<String>,
+    age: Option<String>,
+    waiting_on: Option<String>,
+    not_status: Vec<String>,
+    active: bool,
+}
+
+fn filters_of(query: Option<&str>) -> (Filters, Option<String>) {
+    let pairs = form_urlencoded(query.unwrap_or_default().as_bytes());
+    let mut f = Filters::default();
+    let mut jump = None;
+    for (k, v) in pairs {
+        if v.is_empty() {
+            continue;
+        }
+        match k.as_str() {
+            "status" => f.status = Some(v),
+            "flow" => f.flow = Some(v),
+            "age" => f.age = Some(v),
+            "waiting_on" => f.waiting_on = Some(v),
+            "not_status" => f.not_status.extend(v.split(',').map(str::to_owned)),
+            "id" => jump = Some(v.trim().to_owned()),
+            _ => {}
+        }
+    }
+    f.active = f.status.is_some()
+        || f.flow.is_some()
+        || f.age.is_some()
+        || f.waiting_on.is_some()
+        || !f.not_status.is_empty();
+    (f, jump)
+}
+
+const STATUSES: [&str; 6] = [
+    "pending",
+    "running",
+    "waiting",
+    "succeeded",
+    "failed",
+    "cancelled",
+];
+const AGES: [(&str, &str); 5] = [
+    ("", "any time"),
+    ("1h", "the last hour"),
+    ("24h", "the last day"),
+    ("7d", "the last week"),
+    ("30d", "the last 30 days"),
+];
+
+fn age_ms(age: &str) -> Option<u64> {
+    let (n, unit) = age.split_at(age.find(|c: char| !c.is_ascii_digit())?);
+    let n: u64 = n.parse().ok()?;
+    Some(
+        n * match unit {
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return None,
+        },
+    )
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    job: String,
+    flow: String,
+    status: String,
+    waiting_on: String,
+    updated: String,
+    depth: usize,
+    children: usize,
+}
+
+async fn jobs_page(State(backend): Shared, RawQuery(query): RawQuery) -> Response {
+    let (filters, jump) = filters_of(query.as_deref());
+    if let Some(id) = jump {
+        return Redirect::to(&format!("/jobs/{}", id.replace(['/', '?', '#'], ""))).into_response();
+    }
+    let listed = list_jobs(
+        &backend,
+        &JobsQuery {
+            status: filters.status.clone(),
+            not_status: (!filters.not_status.is_empty()).then(|| filters.not_status.join(",")),
+            flow: filters.flow.clone(),
+            limit: Some(LIST_MAX),
+        },
+    )
+    .await;
+    let listed = match listed {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let now = now_ms();
+    let min_created = filters
+        .age
+        .as_deref()
+        .and_then(age_ms)
+        .map(|ms| now.saturating_sub(ms));
+    let jobs: Vec<&Value> = listed["jobs"]
+        .as_array()
+        .map(|j| j.iter().collect())
+        .unwrap_or_default();
+    let jobs: Vec<&Value> = jobs
+        .into_iter()
+        .filter(|j| min_created.is_none_or(|min| j["created_at"].as_u64().unwrap_or(0) >= min))
+        .filter(|j| {
+            filters.waiting_on.as_deref().is_none_or(|key| {
+                j["waiting"]
+                    .as_array()
+                    .is_some_and(|w| w.iter().any(|w| w == key))
+            })
+        })
+        .collect();
+    // Children under their parent (when the parent is listed too), in list order.
+    let listed_ids: std::collections::HashSet<&str> =
+        jobs.iter().filter_map(|j| j["job"].as_str()).collect();
+    let mut rows = Vec::new();
+    fn push<'a>(rows: &mut Vec<Row>, all: &[&'a Value], job: &'a Value, depth: usize, now: u64) {
+        let id = job["job"].as_str().unwrap_or_default();
+        let kids: Vec<&Value> = all.iter().copied().filter(|j| j["parent"] == id).collect();
+        rows.push(Row {
+            job: id.to_owned(),
+            flow: job["flow"].as_str().unwrap_or_default().to_owned(),
+            status: job["status"].as_str().unwrap_or_default().to_owned(),
+            waiting_on: job["waiting"]
+                .as_array()
+                .map(|w| {
+                    w.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default(),
+            updated: ago(now, &job["updated_at"]),
+            depth,
+            children: kids.len(),
+        });
+        if depth < 8 {
+            for kid in kids {
+                push(rows, all, kid, depth + 1, now);
+            }
+        }
+    }
+    for job in &jobs {
+        let parent_listed = job["parent"]
+            .as_str()
+            .is_some_and(|p| listed_ids.contains(p));
+        if !parent_listed {
+            push(&mut rows, &jobs, job, 0, now);
+        }
+    }
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "jobs.html",
+        context! { node => node, page => "jobs", waiting => waiting, rows => rows,
+        filters => filters, statuses => STATUSES, ages => AGES },
+    )
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct JobView {
+    view: Option<String>,
+    failed: Option<String>,
+}
+
+fn tree_view(node: &Value) -> Value {
+    json!({
+        "name": node["name"], "status": node["status"], "detail": node["detail"], "path": node["path"],
+        "children": node["children"].as_array().map(|c| c.iter().map(tree_view).collect::<Vec<_>>()).unwrap_or_default(),
+    })
+}
+
+fn event_row(event: &Value, first_at: u64) -> Value {
+    let kind = event["kind"].as_str().unwrap_or_default();
+    let what = match kind {
+        "effect_requested" => event["request"]
+            .as_object()
+            .and_then(|r| r.iter().next())
+            .map(|(k, v)| {
+                format!(
+                    "{k} {}",
+                    v.get("cmd")
+                        .or(v.get("provider"))
+                        .map(text_of)
+                        .unwrap_or_default()
+                )
+            })
+            .unwrap_or_default(),
+        "effect_completed" | "effect_failed" => {
+            let outcome = &event["outcome"];
+            let error = outcome
+                .as_object()
+                .and_then(|o| o.values().next())
+                .and_then(|v| v["error"].as_str());
+            match error {
+                Some(e) => format!("error: {e}"),
+                None => event["node"]
+                    .as_str()
+                    .map(|n| format!("on {n}"))
+                    .unwrap_or_default(),
+            }
+        }
+        "parked" => format!("waits on {}", event["key"].as_str().unwrap_or_default()),
+        "continued" => format!("{} answered", event["key"].as_str().unwrap_or_default()),
+        _ => event["error"]
+            .as_str()
+            .or(event["reason"].as_str())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let at = event["at"].as_u64().unwrap_or(0);
+    json!({
+        "seq": event["seq"], "kind": kind, "path": event["path"].as_str().unwrap_or_default(),
+        "what": what, "at": at, "offset": format!("+{}", at.saturating_sub(first_at)),
+        "json": serde_json::to_string_pretty(event).unwrap_or_default(),
+    })
+}
+
+fn failed_event(event: &Value) -> bool {
+    let kind = event["kind"].as_str().unwrap_or_default();
+    kind.contains("fail")
+        || kind.contains("cancel")
+        || event["error"].is_string()
+        || event["outcome"]
+            .as_object()
+            .and_then(|o| o.values().next())
+            .is_some_and(|v| {
+                v["error"].is_string() || v["exit_code"].as_i64().is_some_and(|c| c != 0)
+            })
+}
+
+fn blocked_lines(view: &Value) -> Vec<String> {
+    view["blocked_on"]
+        .as_array()
+        .map(|b| {
+            b.iter()
+                .map(|b| {
+                    format!(
+                        "No seat can take this work: it needs `{}` — {}",
+                        b["place"].as_str().unwrap_or("?"),
+                        b["reason"].as_str().unwrap_or("not ready")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn job_page(
+    State(backend): Shared,
+    Path(id): Path<String>,
+    Query(q): Query<JobView>,
+) -> Response {
+    let view = match ask(&backend, Request::Status { job: id.clone() }).await {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let inspected = match ask(&backend, Request::Inspect { job: id.clone() }).await {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let status = view["status"].as_str().unwrap_or_default();
+    let live = matches!(status, "pending" | "running");
+    let failed = q.failed.as_deref().is_some_and(|f| f == "1" || f == "true");
+    let mode = match q.view.as_deref() {
+        Some("timeline") => "timeline",
+        Some("full") => "full",
+        _ => "compact",
+    };
+    let all: Vec<&Value> = inspected["events"]
+        .as_array()
+        .map(|e| e.iter().collect())
+        .unwrap_or_default();
+    let first_at = all.first().and_then(|e| e["at"].as_u64()).unwrap_or(0);
+    let skip = all.len().saturating_sub(EVENTS_MAX);
+    let events: Vec<Value> = all
+        .into_iter()
+        .skip(skip)
+        .filter(|e| !failed || failed_event(e))
+        .map(|e| event_row(e, first_at))
+        .collect();
+    let effects: Vec<Value> = view["effects"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .map(|e| {
+                    json!({"key": e["key"], "kind": e["kind"], "state": e["state"],
+                           "attempts": e["attempts"].as_u64().or(e["attempt"].as_u64()).map(|a| a.to_string()).unwrap_or_else(|| "1".into()),
+                           "retry_at": e["retry_at"].as_u64().map(|t| ago(now_ms(), &json!(t)).replace(" ago", "").replace("0 s", "now")).unwrap_or_default(),
+                           "node": e["node"]})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let waits: Vec<WaitForm> = view["waiting_on"]
+        .as_array()
+        .map(|w| w.iter().map(wait_form).collect())
+        .unwrap_or_default();
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "job.html",
+        context! {
+            node => node, page => "jobs", waiting => waiting,
+            job => view.clone(), live => live, view => mode, failed => failed,
+            cancellable => matches!(status, "pending" | "running" | "waiting"),
+            blocked => blocked_lines(&view),
+            waits => waits,
+            tree => tree_view(&inspected["tree"]),
+            state => serde_json::to_string_pretty(&view["state"]).unwrap_or_default(),
+            effects => effects, events => events,
+        },
+    )
+}
+
+async fn cancel_confirm(State(backend): Shared, Path(id): Path<String>) -> Response {
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "confirm.html",
+        context! { node => node, page => "jobs", waiting => waiting, job => id },
+    )
+}
+
+async fn cancel(
+    State(backend): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let reason = form_urlencoded(&body)
+        .into_iter()
+        .find(|(k, _)| k == "reason")
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+        .or_else(|| Some("cancelled from the Explorer".into()));
+    match ask(
+        &backend,
+        Request::Cancel {
+            job: id.clone(),
+            reason,
+        },
+    )
+    .await
+    {
+        Ok(_) if is_htmx(&headers) => {
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            if let Ok(to) = format!("/jobs/{id}").parse() {
+                response.headers_mut().insert("hx-redirect", to);
+            }
+            response
+        }
+        Ok(_) => Redirect::to(&format!("/jobs/{id}")).into_response(),
+        Err(problem) => page_error(problem),
+    }
+}
+
+/// Server-sent events while the job runs: `status` (the badge, re-rendered) each time it
+/// moves, then `done` once it settled or waits, and the stream ends.
+async fn live(State(backend): Shared, Path(id): Path<String>) -> Response {
+    if let Err(problem) = ask(&backend, Request::Status { job: id.clone() }).await {
+        return problem.into_response();
+    }
+    // State: (backend, job, last status sent, phase) with phase 0 = watching,
+    // 1 = settled (send `done`), 2 = over.
+    let stream = futures_util::stream::unfold(
+        (backend, id, None::<String>, 0u8),
+        |(backend, id, last, phase)| async move {
+            match phase {
+                2 => return None,
+                1 => {
+                    // `sse-close="done"` on the page closes the EventSource (it would
+                    // reconnect otherwise).
+                    let event = Event::default().event("done").data("done");
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(event),
+                        (backend, id, last, 2),
+                    ));
+                }
+                _ => {}
+            }
+            // The first answer is at once; later ones when the job moves (or a poll ends).
+            let timeout_ms = if last.is_none() { 0 } else { LIVE_POLL_MS };
+            let view = ask(
+                &backend,
+                Request::Wait {
+                    job: id.clone(),
+                    timeout_ms: Some(timeout_ms),
+                },
+            )
+            .await;
+            let (status, settled) = match &view {
+                Ok(v) => {
+                    let s = v["status"].as_str().unwrap_or("unknown").to_owned();
+                    let settled = !matches!(s.as_str(), "pending" | "running");
+                    (s, settled)
+                }
+                Err(_) => ("unknown".to_owned(), true),
+            };
+            let mut badge = format!("<span class=\"badge s-{0}\">{0}</span>", escape(&status));
+            if settled {
+                // The live indicator turns off with the same swap (out of band).
+                badge.push_str("<span class=\"live dim\" id=\"live\" data-on=\"false\" hx-swap-oob=\"true\">not live</span>");
+            }
+            let event = if !settled && last.as_deref() == Some(status.as_str()) {
+                Event::default().comment(format!("still {status}"))
+            } else {
+                Event::default().event("status").data(badge)
+            };
+            let next = if settled { 1 } else { 0 };
+            Some((
+                Ok::<_, std::convert::Infallible>(event),
+                (backend, id, Some(status), next),
+            ))
+        },
+    );
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+async fn places_page(State(backend): Shared) -> Response {
+    let places = match ask(&backend, Request::Places).await {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let rows: Vec<Value> = places["places"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .map(|p| {
+                    json!({"name": p["name"], "state": p["state"],
+                           "capabilities": p["capabilities"].as_array().map(|c| c.iter().map(text_of).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+                           "detail": p["reason"].as_str().map(str::to_owned).unwrap_or_else(|| text_of(&p["target"]))})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // What waits for a place or capability no seat offers, in plain words.
+    let mut blocked = Vec::new();
+    if let Ok(listed) = ask(
+        &backend,
+        Request::Jobs {
+            status: Some("running".into()),
+            limit: Some(200),
+        },
+    )
+    .await
+    {
+        for job in listed["jobs"].as_array().into_iter().flatten() {
+            for line in blocked_lines(job) {
+                blocked.push(format!(
+                    "{} (job {})",
+                    line,
+                    job["job"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "places.html",
+        context! { node => node, page => "places", waiting => waiting, places => rows, blocked => blocked },
+    )
+}
+
+fn tree_node(n: &Value) -> Value {
+    let state = if n["self"] == true {
+        "self".to_owned()
+    } else {
+        n["link"]["state"].as_str().unwrap_or("unknown").to_owned()
+    };
+    let mut detail = text_of(&n["role"]);
+    if let Some(seats) = n["seats"].as_u64() {
+        detail.push_str(&format!(" · {seats} seats"));
+    }
+    if n["self"] == true {
+        detail.push_str(" · this node");
+    }
+    json!({
+        "name": n["name"], "status": state, "detail": detail, "path": "",
+        "children": n["children"].as_array().map(|c| c.iter().map(tree_node).collect::<Vec<_>>()).unwrap_or_default(),
+    })
+}
+
+async fn tree_page(State(backend): Shared) -> Response {
+    let tree = match ask(&backend, Request::Tree).await {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let links = ask(&backend, Request::Vitality)
+        .await
+        .ok()
+        .and_then(|v| v["links"].as_array().cloned())
+        .unwrap_or_default();
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "tree.html",
+        context! { node => node, page => "tree", waiting => waiting, role => tree["role"].clone(),
+        parent => tree["parent"].as_str(), tree => tree_node(&tree["tree"]), links => links },
+    )
+}

@@ -1,0 +1,268 @@
+//! The Explorer's pages over a real in-process node, with no browser (`oneshot`): the
+//! inbox builds a form per wait from its schema and answers in place (htmx) or by a
+//! plain post; the job list keeps its filters in the URL and folds children under
+//! their parent; a job page offers what its state allows; cancel asks first; a running
+//! job's page streams its status (SSE); errors are pages that say what is wrong.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::{raw, submit, world};
+
+const APPROVAL: &str = "name: approval\ntree:\n  sequence:\n    - wait:\n        key: approve\n        prompt: Ship the build?\n        schema: {type: object, required: [ok], properties: {ok: {type: boolean}}}\n    - check: \"state.approve.ok\"\n";
+const FORM: &str = "name: form\ntree:\n  wait:\n    key: details\n    schema: {type: object, required: [name, count], properties: {name: {type: string, title: Name}, count: {type: integer}, env: {enum: [prod, staging]}, urgent: {type: boolean}}}\n";
+const CHILD: &str = "name: child\ntree:\n  wait: {key: go}\n";
+const PARENT: &str =
+    "name: parent\ntree:\n  sequence:\n    - spawn: {flow: child}\n    - wait: {key: hold}\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_answers_a_wait_in_place_or_by_a_plain_post() {
+    let w = world().await;
+    let first = submit(&w.app, APPROVAL).await;
+    let second = submit(&w.app, APPROVAL).await;
+    let form = submit(&w.app, FORM).await;
+    let (status, _, page) = raw(&w.app, "GET", "/inbox", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("3 waiting"), "{page}");
+    assert!(page.contains("Ship the build?"));
+    // A lone boolean is two buttons; an object with several fields is labelled inputs.
+    assert!(page.contains(&format!("action=\"/jobs/{first}/answer\"")));
+    assert!(
+        page.contains("name=\"ok\" value=\"true\">Yes</button>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<label for=\"f-") && page.contains("Name (required)"),
+        "{page}"
+    );
+    assert!(page.contains("<option value=\"staging\">"));
+
+    // In place (htmx): the card becomes what happened.
+    let (status, _, fragment) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{first}/answer"),
+        &[
+            ("hx-request", "true"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        "_key=approve&ok=true",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{fragment}");
+    assert!(
+        fragment.contains("Answered <strong>approve</strong>"),
+        "{fragment}"
+    );
+    assert!(!fragment.contains("<html"), "a fragment, not a page");
+    // A plain post: redirected to the job.
+    let (status, headers, _) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{second}/answer"),
+        &[],
+        "_key=approve&ok=false",
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers["location"], format!("/jobs/{second}").as_str());
+    // A wrong value: the form again, with what is wrong, and the job still waits.
+    let (status, _, again) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{form}/answer"),
+        &[("hx-request", "true")],
+        "_key=details&name=Ada&count=three",
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        again.contains("role=\"alert\"") && again.contains("count: `three` is not a whole number"),
+        "{again}"
+    );
+    let (status, _, _) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{form}/answer"),
+        &[("hx-request", "true")],
+        "_key=details&name=Ada+L&count=3&env=staging&urgent=false&urgent=true",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, _, view) = raw(&w.app, "GET", &format!("/v1/jobs/{form}"), &[], "").await;
+    let view: serde_json::Value = serde_json::from_str(&view).expect("json");
+    assert_eq!(
+        view["state"]["details"],
+        serde_json::json!({"name": "Ada L", "count": 3, "env": "staging", "urgent": true})
+    );
+    // Answering what no longer waits says so.
+    let (status, _, page) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{first}/answer"),
+        &[],
+        "_key=approve&ok=true",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(page.contains("no longer waits"), "{page}");
+    let (_, _, page) = raw(&w.app, "GET", "/inbox", &[], "").await;
+    assert!(page.contains("0 waiting"), "{page}");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_list_keeps_filters_in_the_url_and_folds_children() {
+    let w = world().await;
+    let (status, _, _) = raw(
+        &w.app,
+        "POST",
+        "/v1/flows",
+        &[],
+        &serde_json::json!({"source": CHILD}).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let parent = submit(&w.app, PARENT).await;
+    let lone = submit(&w.app, APPROVAL).await;
+    // The child starts from the parent's step; wait until it is listed.
+    let mut child = String::new();
+    for _ in 0..100 {
+        let (_, _, list) = raw(&w.app, "GET", "/v1/jobs?flow=child", &[], "").await;
+        let list: serde_json::Value = serde_json::from_str(&list).expect("json");
+        if let Some(id) = list["jobs"][0]["job"].as_str() {
+            child = id.to_owned();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!child.is_empty(), "the child job started");
+    let (_, _, page) = raw(&w.app, "GET", "/jobs", &[], "").await;
+    let row = |id: &str| {
+        page.find(&format!("data-job=\"{id}\""))
+            .unwrap_or_else(|| panic!("{id} listed: {page}"))
+    };
+    assert!(
+        row(&parent) < row(&child),
+        "the child sits under its parent"
+    );
+    assert!(page.contains("(1 child)"), "{page}");
+    let (_, _, page) = raw(&w.app, "GET", "/jobs?status=waiting&flow=approval", &[], "").await;
+    assert!(page.contains(&format!("data-job=\"{lone}\"")));
+    assert!(!page.contains(&format!("data-job=\"{parent}\"")));
+    assert!(
+        page.contains("<option value=\"waiting\" selected>"),
+        "the filter is kept: {page}"
+    );
+    assert!(
+        page.contains("id=\"flow\" name=\"flow\" value=\"approval\""),
+        "{page}"
+    );
+    let (_, _, page) = raw(
+        &w.app,
+        "GET",
+        "/jobs?not_status=waiting&not_status=running",
+        &[],
+        "",
+    )
+    .await;
+    assert!(!page.contains("data-job="), "everything excluded: {page}");
+    assert!(page.contains("value=\"waiting\" checked"));
+    let (_, _, page) = raw(&w.app, "GET", "/jobs?waiting_on=go", &[], "").await;
+    assert!(
+        page.contains(&format!("data-job=\"{child}\""))
+            && !page.contains(&format!("data-job=\"{lone}\"")),
+        "{page}"
+    );
+    let (status, headers, _) = raw(&w.app, "GET", &format!("/jobs?id={lone}"), &[], "").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers["location"], format!("/jobs/{lone}").as_str());
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_page_offers_what_its_state_allows_and_streams_while_it_runs() {
+    let w = world().await;
+    let waiting = submit(&w.app, APPROVAL).await;
+    let (status, _, page) = raw(&w.app, "GET", &format!("/jobs/{waiting}"), &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("Cancel…") && page.contains("hx-confirm="),
+        "{page}"
+    );
+    assert!(
+        page.contains("Ship the build?"),
+        "the wait's form is on the page"
+    );
+    assert!(page.contains("<strong>wait</strong>"), "the tree is drawn");
+    assert!(
+        page.contains(&format!("/v1/jobs/{waiting}/journal")),
+        "JSON download"
+    );
+    assert!(
+        page.contains("data-on=\"false\""),
+        "a waiting job is not live"
+    );
+    let (_, _, full) = raw(
+        &w.app,
+        "GET",
+        &format!("/jobs/{waiting}?view=full"),
+        &[],
+        "",
+    )
+    .await;
+    assert!(
+        full.contains("&quot;kind&quot;: &quot;parked&quot;"),
+        "{full}"
+    );
+    let (_, _, failed) = raw(&w.app, "GET", &format!("/jobs/{waiting}?failed=1"), &[], "").await;
+    assert!(failed.contains("No event failed"), "{failed}");
+    // Cancel asks first (without JavaScript: a page), then cancels.
+    let (_, _, confirm) = raw(&w.app, "GET", &format!("/jobs/{waiting}/cancel"), &[], "").await;
+    assert!(confirm.contains("Yes, cancel it"), "{confirm}");
+    let (status, _, _) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{waiting}/cancel"),
+        &[],
+        "reason=no",
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, _, page) = raw(&w.app, "GET", &format!("/jobs/{waiting}"), &[], "").await;
+    assert!(
+        page.contains("s-cancelled") && !page.contains("Cancel…"),
+        "{page}"
+    );
+
+    let running = submit(&w.app, "name: slow\ntree:\n  run: {cmd: \"sleep 1\"}\n").await;
+    let (_, _, page) = raw(&w.app, "GET", &format!("/jobs/{running}"), &[], "").await;
+    assert!(
+        page.contains(&format!("sse-connect=\"/jobs/{running}/live\"")),
+        "{page}"
+    );
+    let (status, headers, stream) =
+        raw(&w.app, "GET", &format!("/jobs/{running}/live"), &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert!(
+        stream.contains("event: status\ndata: <span class=\"badge s-running\">running</span>"),
+        "{stream}"
+    );
+    assert!(stream.contains("s-succeeded"), "{stream}");
+    assert!(
+        stream.trim_end().ends_with("event: done\ndata: done"),
+        "{stream}"
+    );
+
+    let (status, _, page) = raw(&w.app, "GET", "/jobs/nope", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(page.contains("unknown job `nope`"), "{page}");
+    for path in ["/places", "/tree", "/assets/htmx.min.js", "/assets/sse.js"] {
+        let (status, _, _) = raw(&w.app, "GET", path, &[], "").await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+    }
+    let (_, _, tree) = raw(&w.app, "GET", "/tree", &[], "").await;
+    assert!(tree.contains("this node"), "{tree}");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}
