@@ -88,11 +88,15 @@ pub enum Request {
         limit: Option<usize>,
     },
     /// The waiting jobs, each with its status document (`waiting_on`: keys, prompts,
-    /// schemas, choices): an inbox in one request.
+    /// schemas, choices), a page at a time, with how many wait in all (`total`): an inbox
+    /// in one request.
     Waits {
-        /// At most this many (the newest).
+        /// At most this many, in submission order.
         #[serde(default)]
         limit: Option<usize>,
+        /// Skip this many first (a page of the inbox).
+        #[serde(default)]
+        offset: Option<usize>,
     },
     /// A job's journal and tree.
     Inspect {

@@ -701,6 +701,9 @@ pub enum BenchCommand {
     Sessions(crate::bench_sessions::BenchSessionsArgs),
     /// One QUIC tunnel on loopback versus a bare quinn framed echo.
     Tunnel(BenchTunnelArgs),
+    /// The Explorer's inbox with many waiting jobs (default 10,000) versus the data
+    /// request alone.
+    Explorer(crate::bench_explorer::BenchExplorerArgs),
     /// Placement across a tree of real processes (root <- realm <- edges) versus the
     /// same flow on one all-in-one node.
     Tree(BenchTreeArgs),
@@ -791,7 +794,7 @@ mod tests {
         assert_eq!(listed, expected);
     }
 
-    const DOCS: [(&str, &str); 10] = [
+    const DOCS: [(&str, &str); 11] = [
         ("README.md", include_str!("../../README.md")),
         ("docs/agents.md", include_str!("../../docs/agents.md")),
         (
@@ -808,6 +811,7 @@ mod tests {
         ("docs/mcp-card.md", include_str!("../../docs/mcp-card.md")),
         ("docs/sessions.md", include_str!("../../docs/sessions.md")),
         ("docs/knowledge.md", include_str!("../../docs/knowledge.md")),
+        ("docs/web.md", include_str!("../../docs/web.md")),
     ];
 
     /// Splits a shell command line into words: single and double quotes, backslash

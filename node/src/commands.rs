@@ -99,6 +99,9 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Mcp(args) => palm_mcp::run(&ctx.data, ctx.out.json, args).await,
         Command::Bench(BenchCommand::Tunnel(args)) => crate::bench_tunnel::run(&ctx, args).await,
         Command::Bench(BenchCommand::Tree(args)) => crate::bench_tree::run(&ctx, args).await,
+        Command::Bench(BenchCommand::Explorer(args)) => {
+            crate::bench_explorer::run(&ctx, args).await
+        }
         Command::Token(command) => crate::tokens_cmd::run(&ctx, command).await,
         #[cfg(feature = "intel")]
         Command::Bench(BenchCommand::Index(args)) => crate::bench_index::run(&ctx, args),

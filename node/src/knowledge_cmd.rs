@@ -124,13 +124,40 @@ fn cwd() -> std::path::PathBuf {
 }
 
 /// The stored knowledge, built first when there is none.
-fn load(intel: &Intel, warnings: &mut Vec<String>) -> Result<Knowledge, CliError> {
-    if let Some(k) = Knowledge::load(intel.root()).map_err(cli_error)? {
+fn load_or_build(
+    intel: &Intel,
+    warnings: &mut Vec<String>,
+) -> Result<Knowledge, palm_intel::IntelError> {
+    if let Some(k) = Knowledge::load(intel.root())? {
         return Ok(k);
     }
     warnings.push("no knowledge map yet: built one (palm knowledge build)".to_owned());
-    let snapshot = intel.snapshot(warnings).map_err(cli_error)?;
-    Knowledge::build(&snapshot, intel.repository()).map_err(cli_error)
+    let snapshot = intel.snapshot(warnings)?;
+    Knowledge::build(&snapshot, intel.repository())
+}
+
+fn load(intel: &Intel, warnings: &mut Vec<String>) -> Result<Knowledge, CliError> {
+    load_or_build(intel, warnings).map_err(cli_error)
+}
+
+/// A module's brief, with the checks of its riskiest file (or its first code file).
+fn brief_of(
+    intel: &Intel,
+    k: &Knowledge,
+    m: &knowledge::Module,
+    max_bytes: usize,
+    warnings: &mut Vec<String>,
+) -> Result<brief::Brief, palm_intel::IntelError> {
+    let snapshot = intel.snapshot(warnings)?;
+    let file = m
+        .hotspots
+        .first()
+        .map(|h| h.path.clone())
+        .or_else(|| m.surface.first().and_then(|s| s.cite.file.clone()));
+    let checks = file
+        .map(|f| snapshot.checks(&f, &m.tests))
+        .unwrap_or_default();
+    Ok(brief::brief(k, intel.repository(), m, &checks, max_bytes))
 }
 
 /// Runs one knowledge command.
@@ -432,17 +459,7 @@ pub async fn run(ctx: &Ctx, command: KnowledgeCommand) -> CliResult {
             let mut warnings = Vec::new();
             let k = load(&intel, &mut warnings)?;
             let m = k.module(&module).map_err(cli_error)?;
-            // The checks of the module's riskiest file (or its first code file).
-            let snapshot = intel.snapshot(&mut warnings).map_err(cli_error)?;
-            let file = m
-                .hotspots
-                .first()
-                .map(|h| h.path.clone())
-                .or_else(|| m.surface.first().and_then(|s| s.cite.file.clone()));
-            let checks = file
-                .map(|f| snapshot.checks(&f, &m.tests))
-                .unwrap_or_default();
-            let b = brief::brief(&k, intel.repository(), m, &checks, max_bytes);
+            let b = brief_of(&intel, &k, m, max_bytes, &mut warnings).map_err(cli_error)?;
             emit(out, &b, &warnings, |_, b| print!("{}", b.text))
         }
         KnowledgeCommand::Incidents(repo) => {
@@ -673,29 +690,14 @@ pub fn mcp_tool(
         text("repo").ok_or_else(|| ToolError::argument("palm_knowledge: `repo` is required"))?;
     let intel = Intel::open(std::path::Path::new(repo)).map_err(failed)?;
     let mut warnings = Vec::new();
-    let k = match Knowledge::load(intel.root()).map_err(failed)? {
-        Some(k) => k,
-        None => {
-            let snapshot = intel.snapshot(&mut warnings).map_err(failed)?;
-            Knowledge::build(&snapshot, intel.repository()).map_err(failed)?
-        }
-    };
+    let k = load_or_build(&intel, &mut warnings).map_err(failed)?;
     if let Some(name) = text("module") {
         let m = k.module(name).map_err(failed)?;
         let max = arguments
             .get("max_bytes")
             .and_then(Value::as_u64)
             .unwrap_or(brief::BRIEF_BYTES_DEFAULT as u64) as usize;
-        let snapshot = intel.snapshot(&mut warnings).map_err(failed)?;
-        let file = m
-            .hotspots
-            .first()
-            .map(|h| h.path.clone())
-            .or_else(|| m.surface.first().and_then(|s| s.cite.file.clone()));
-        let checks = file
-            .map(|f| snapshot.checks(&f, &m.tests))
-            .unwrap_or_default();
-        let b = brief::brief(&k, intel.repository(), m, &checks, max);
+        let b = brief_of(&intel, &k, m, max, &mut warnings).map_err(failed)?;
         let summary = format!(
             "brief of {} ({} bytes{})",
             b.module,

@@ -29,8 +29,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, OnceLock};
 
-/// Waiting jobs the inbox shows at most.
-pub const INBOX_MAX: usize = 10_000;
+/// Waiting jobs one page of the inbox shows.
+pub const INBOX_PAGE: usize = 50;
 /// Jobs the list shows at most.
 pub const LIST_MAX: usize = 1_000;
 /// Journal events a job page shows at most (the newest).
@@ -133,6 +133,7 @@ fn script(text: &'static str) -> Response {
         .into_response()
 }
 
+/// The node's name and how many jobs wait (for the header).
 async fn node_name(backend: &Arc<dyn Backend>) -> (String, usize) {
     let name = ask(backend, Request::Tree)
         .await
@@ -141,15 +142,15 @@ async fn node_name(backend: &Arc<dyn Backend>) -> (String, usize) {
         .unwrap_or_else(|| "palm".into());
     let waiting = ask(
         backend,
-        Request::Jobs {
-            status: Some("waiting".into()),
-            limit: Some(INBOX_MAX),
+        Request::Waits {
+            limit: Some(0),
+            offset: None,
         },
     )
     .await
     .ok()
-    .and_then(|v| v["jobs"].as_array().map(Vec::len))
-    .unwrap_or(0);
+    .and_then(|v| v["total"].as_u64())
+    .unwrap_or(0) as usize;
     (name, waiting)
 }
 
@@ -400,9 +401,15 @@ fn inbox_card(view: &Value, error: Option<(&str, String)>) -> minijinja::Value {
     }
 }
 
-async fn inbox_page(State(backend): Shared) -> Response {
-    let jobs = match inbox(&backend, INBOX_MAX).await {
-        Ok(jobs) => jobs,
+#[derive(Debug, Default, serde::Deserialize)]
+struct PageQuery {
+    page: Option<usize>,
+}
+
+async fn inbox_page(State(backend): Shared, Query(q): Query<PageQuery>) -> Response {
+    let page = q.page.unwrap_or(1).max(1);
+    let (jobs, total) = match inbox(&backend, INBOX_PAGE, (page - 1) * INBOX_PAGE).await {
+        Ok(found) => found,
         Err(problem) => return page_error(problem),
     };
     let node = ask(&backend, Request::Tree)
@@ -411,10 +418,11 @@ async fn inbox_page(State(backend): Shared) -> Response {
         .and_then(|t| t["node"].as_str().map(str::to_owned))
         .unwrap_or_else(|| "palm".into());
     let cards: Vec<minijinja::Value> = jobs.iter().map(|v| inbox_card(v, None)).collect();
+    let pages = total.div_ceil(INBOX_PAGE).max(1);
     render(
         "inbox.html",
-        context! { node => node, page => "inbox", waiting => jobs.len(), jobs => cards,
-        truncated => jobs.len() >= INBOX_MAX },
+        context! { node => node, page => "inbox", waiting => total, jobs => cards, total => total,
+        number => page, pages => pages, first => (page - 1) * INBOX_PAGE + 1 },
     )
 }
 
@@ -472,7 +480,7 @@ async fn answer(
         let node = view["home"].as_str().unwrap_or("palm").to_owned();
         let page = render(
             "inbox.html",
-            context! { node => node, page => "inbox", waiting => 1, jobs => vec![card], truncated => false },
+            context! { node => node, page => "inbox", waiting => 1, jobs => vec![card], total => 1, number => 1, pages => 1, first => 1 },
         );
         (StatusCode::BAD_REQUEST, page).into_response()
     };
@@ -1040,11 +1048,18 @@ async fn tree_page(State(backend): Shared) -> Response {
         Ok(v) => v,
         Err(problem) => return page_error(problem),
     };
-    let links = ask(&backend, Request::Vitality)
+    let now = now_ms();
+    let links: Vec<Value> = ask(&backend, Request::Vitality)
         .await
         .ok()
         .and_then(|v| v["links"].as_array().cloned())
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut l| {
+            l["since"] = json!(ago(now, &l["since"]));
+            l
+        })
+        .collect();
     let (node, waiting) = node_name(&backend).await;
     render(
         "tree.html",

@@ -47,6 +47,12 @@ pub fn router(backend: Arc<dyn Backend>) -> axum::Router {
         .with_state(backend)
 }
 
+/// The router without the token check, for in-process use (benchmarks): every caller is
+/// trusted.
+pub fn explorer_router(backend: Arc<dyn Backend>) -> axum::Router {
+    rest::routes().merge(explorer::routes()).with_state(backend)
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves; each connection's peer
 /// address reaches the token check.
 pub async fn serve(

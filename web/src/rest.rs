@@ -388,36 +388,44 @@ async fn cancel(State(backend): Shared, Path(id): Path<String>, bytes: Bytes) ->
     answer(result)
 }
 
-/// The inbox: every waiting job with its status document, `waiting_on` included (one
-/// `waits` request however many jobs wait).
-pub async fn inbox(backend: &Arc<dyn Backend>, limit: usize) -> Result<Vec<Value>, Problem> {
+/// A page of the inbox: waiting jobs with their status documents (`waiting_on`
+/// included), and how many wait in all; one `waits` request however many wait.
+pub async fn inbox(
+    backend: &Arc<dyn Backend>,
+    limit: usize,
+    offset: usize,
+) -> Result<(Vec<Value>, usize), Problem> {
     let listed = ask(
         backend,
         Request::Waits {
             limit: Some(limit.clamp(1, WAITS_LIMIT_MAX)),
+            offset: Some(offset),
         },
     )
     .await?;
-    Ok(match listed {
+    let total = listed["total"].as_u64().unwrap_or(0) as usize;
+    let jobs = match listed {
         Value::Object(mut map) => match map.remove("jobs") {
             Some(Value::Array(jobs)) => jobs,
             _ => Vec::new(),
         },
         _ => Vec::new(),
-    })
+    };
+    Ok((jobs, total))
 }
 
 #[derive(Debug, Deserialize)]
-struct LimitQuery {
+struct PageQuery {
     limit: Option<usize>,
+    offset: Option<usize>,
 }
 
-async fn waits(State(backend): Shared, Query(query): Query<LimitQuery>) -> Response {
+async fn waits(State(backend): Shared, Query(query): Query<PageQuery>) -> Response {
     let limit = query.limit.unwrap_or(JOBS_LIMIT_DEFAULT);
     answer(
-        inbox(&backend, limit)
+        inbox(&backend, limit, query.offset.unwrap_or(0))
             .await
-            .map(|jobs| json!({"jobs": jobs})),
+            .map(|(jobs, total)| json!({"jobs": jobs, "total": total})),
     )
 }
 

@@ -266,3 +266,26 @@ async fn a_job_page_offers_what_its_state_allows_and_streams_while_it_runs() {
     assert!(tree.contains("this node"), "{tree}");
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_pages_through_many_waiting_jobs() {
+    let w = world().await;
+    let mut jobs = Vec::new();
+    for _ in 0..55 {
+        jobs.push(submit(&w.app, APPROVAL).await);
+    }
+    let (_, _, first) = raw(&w.app, "GET", "/inbox", &[], "").await;
+    assert!(first.contains("55 waiting"), "the count is of every job");
+    assert_eq!(first.matches("class=\"card\"").count(), 50);
+    assert!(first.contains("jobs 1–50 of 55 (page 1 of 2)"), "{first}");
+    assert!(first.contains("href=\"/inbox?page=2\" rel=\"next\""));
+    assert!(
+        first.contains(&format!("id=\"job-{}\"", jobs[0])),
+        "oldest first"
+    );
+    let (_, _, second) = raw(&w.app, "GET", "/inbox?page=2", &[], "").await;
+    assert_eq!(second.matches("class=\"card\"").count(), 5);
+    assert!(second.contains(&format!("id=\"job-{}\"", jobs[54])));
+    assert!(second.contains("rel=\"prev\""));
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}

@@ -382,7 +382,7 @@ impl Desk {
             Request::Ping => Response::ok(self.info.to_json()),
             Request::Status { job } | Request::Wait { job, .. } => self.view(&job),
             Request::Jobs { status, limit } => self.jobs(status, limit),
-            Request::Waits { limit } => self.waits(limit),
+            Request::Waits { limit, offset } => self.waits(limit, offset),
             Request::Inspect { job } => self.inspect(&job),
             Request::FlowsList => {
                 let flows: Vec<Value> = self
@@ -476,26 +476,38 @@ impl Desk {
         }
     }
 
-    fn waits(&mut self, limit: Option<usize>) -> Response {
+    fn waits(&mut self, limit: Option<usize>, offset: Option<usize>) -> Response {
+        // Parked jobs are held in memory: the inbox reads no store at all.
+        let mut waiting: Vec<(u64, String)> = self
+            .path
+            .active_jobs()
+            .filter(|core| core.status() == JobStatus::Waiting)
+            .map(|core| {
+                let id = core.id();
+                // Ids are `tag-N`: N is the order of submission.
+                let n = id
+                    .rsplit_once('-')
+                    .and_then(|(_, n)| n.parse::<u64>().ok())
+                    .unwrap_or(u64::MAX);
+                (n, id.to_owned())
+            })
+            .collect();
+        waiting.sort();
+        let total = waiting.len();
         let store = Arc::clone(&self.store);
-        let records = match self.path.list_jobs(
-            &*store,
-            Some(JobStatus::Waiting),
-            limit.unwrap_or(usize::MAX),
-        ) {
-            Ok(records) => records,
-            Err(err) => return Response::err(ErrorBody::failure("store", err.to_string())),
-        };
-        let mut jobs = Vec::with_capacity(records.len());
-        for record in &records {
-            match self.path.job_view(&*store, &record.id) {
-                // Parked jobs are in memory: a view costs no store read.
+        let mut jobs = Vec::new();
+        for (_, id) in waiting
+            .iter()
+            .skip(offset.unwrap_or(0))
+            .take(limit.unwrap_or(usize::MAX))
+        {
+            match self.path.job_view(&*store, id) {
                 Ok(Some(view)) => jobs.push(view_json(&view)),
                 Ok(None) => {}
                 Err(err) => return Response::err(ErrorBody::failure("store", err.to_string())),
             }
         }
-        Response::ok(json!({ "jobs": jobs }))
+        Response::ok(json!({ "jobs": jobs, "total": total }))
     }
 
     fn inspect(&mut self, job: &str) -> Response {
