@@ -261,9 +261,15 @@ async fn a_running_job_turns_succeeded_without_a_reload() {
     let Some(driver) = driver() else { return };
     let data = data_dir();
     let (_up, base) = node(data.path(), &[]);
+    // The job runs until the test lets it finish: however slow the browser is to start,
+    // the page opens on a running job.
+    let go = data.path().join("go");
     let job = submit(
         data.path(),
-        "name: slow\ntree:\n  sequence:\n    - run: {cmd: \"sleep 3\"}\n    - set: {done: true}\n",
+        &format!(
+            "name: slow\ntree:\n  sequence:\n    - run: {{cmd: \"while [ ! -f {} ]; do sleep 0.05; done\"}}\n    - set: {{done: true}}\n",
+            go.display()
+        ),
     );
     let client = browser(&driver).await;
     client
@@ -292,11 +298,12 @@ async fn a_running_job_turns_succeeded_without_a_reload() {
         .map(|png| std::fs::write(screenshots().join("job.png"), png))
         .expect("screenshot")
         .expect("saved");
-    // Mark the document: a reload would lose the mark.
+    // Mark the document: a reload would lose the mark. Then let the job finish.
     client
         .execute("window.palmMark = 42; return null;", vec![])
         .await
         .expect("mark");
+    std::fs::write(&go, "").expect("go");
     wait_for(&client, "the status to turn succeeded", async |c| {
         text_of(c, "#status").await == "succeeded"
     })
