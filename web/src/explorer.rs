@@ -846,10 +846,15 @@ async fn job_page(
         .map(|e| {
             e.iter()
                 .map(|e| {
+                    // An effect key is `job/path/N`: N counts the attempts at that node.
+                    let attempt = e["key"]
+                        .as_str()
+                        .and_then(|k| k.rsplit_once('/'))
+                        .and_then(|(_, n)| n.parse::<u64>().ok())
+                        .map(|n| n.to_string())
+                        .unwrap_or_default();
                     json!({"key": e["key"], "kind": e["kind"], "state": e["state"],
-                           "attempts": e["attempts"].as_u64().or(e["attempt"].as_u64()).map(|a| a.to_string()).unwrap_or_else(|| "1".into()),
-                           "retry_at": e["retry_at"].as_u64().map(|t| ago(now_ms(), &json!(t)).replace(" ago", "").replace("0 s", "now")).unwrap_or_default(),
-                           "node": e["node"]})
+                           "attempt": attempt, "node": e["node"]})
                 })
                 .collect()
         })
