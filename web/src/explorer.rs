@@ -11,6 +11,9 @@
 //!   wait), the behavior tree coloured and labelled by status, the blackboard, effects
 //!   with attempts and next retry, the journal in compact, timeline and full views with a
 //!   failed-only toggle and a JSON download, live over SSE while it runs;
+//! - `/start?from=ID` — "start like this": a form prefilled from a run (its flow, its
+//!   pinned revision, its input); `/compare?a=ID&b=ID` — two runs side by side, the fields
+//!   and journal steps that differ marked;
 //! - `/places`, `/tree` — the place book with health and what no seat can take; the
 //!   node tree with link states.
 
@@ -59,6 +62,8 @@ fn templates() -> &'static Environment<'static> {
             ("places.html", include_str!("../templates/places.html")),
             ("tree.html", include_str!("../templates/tree.html")),
             ("card.html", include_str!("../templates/card.html")),
+            ("start.html", include_str!("../templates/start.html")),
+            ("compare.html", include_str!("../templates/compare.html")),
         ] {
             // The templates are part of the binary; one that does not parse is a
             // build-time mistake the page tests catch.
@@ -118,6 +123,8 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/jobs/{id}/answer", axum::routing::post(answer))
         .route("/jobs/{id}/cancel", get(cancel_confirm).post(cancel))
         .route("/jobs/{id}/live", get(live))
+        .route("/start", get(start_form).post(start))
+        .route("/compare", get(compare))
         .route("/places", get(places_page))
         .route("/tree", get(tree_page))
 }
@@ -1070,5 +1077,197 @@ async fn tree_page(State(backend): Shared) -> Response {
         "tree.html",
         context! { node => node, page => "tree", waiting => waiting, role => tree["role"].clone(),
         parent => tree["parent"].as_str(), tree => tree_node(&tree["tree"]), links => links },
+    )
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct FromQuery {
+    from: Option<String>,
+}
+
+async fn start_form(State(backend): Shared, Query(q): Query<FromQuery>) -> Response {
+    let Some(from) = q.from.filter(|f| !f.is_empty()) else {
+        return page_error(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            "which run? (/start?from=JOB)",
+        ));
+    };
+    let view = match ask(&backend, Request::Status { job: from.clone() }).await {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "start.html",
+        context! {
+            node => node, page => "jobs", waiting => waiting, from => from,
+            flow => view["flow"].as_str().unwrap_or_default(),
+            revision => view["revision"].as_u64().unwrap_or(1),
+            input => serde_json::to_string_pretty(&view["input"]).unwrap_or_else(|_| "{}".into()),
+            error => None::<String>,
+        },
+    )
+}
+
+async fn start(State(backend): Shared, body: axum::body::Bytes) -> Response {
+    let pairs = form_urlencoded(&body);
+    let get = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let (from, flow, text) = (get("from"), get("flow"), get("input"));
+    let revision = get("revision").parse::<u32>().ok();
+    let outcome = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(input)) => {
+            let submitted = ask(
+                &backend,
+                Request::Submit {
+                    flow: palm_api::protocol::FlowArg::Stored {
+                        name: flow.clone(),
+                        revision,
+                    },
+                    input,
+                    args: Vec::new(),
+                    started_by: None,
+                },
+            )
+            .await;
+            match submitted {
+                Ok(v) => Ok(v["job"].as_str().unwrap_or_default().to_owned()),
+                Err(problem) if problem.status.is_client_error() => Err(problem.body.message),
+                Err(problem) => return page_error(problem),
+            }
+        }
+        Ok(_) => Err("the input must be a JSON object".to_owned()),
+        Err(e) => Err(format!("the input is not JSON: {e}")),
+    };
+    match outcome {
+        Ok(job) => Redirect::to(&format!("/jobs/{job}")).into_response(),
+        Err(message) => {
+            let (node, waiting) = node_name(&backend).await;
+            let page = render(
+                "start.html",
+                context! { node => node, page => "jobs", waiting => waiting, from => from, flow => flow,
+                revision => revision.unwrap_or(1), input => text, error => message },
+            );
+            (StatusCode::BAD_REQUEST, page).into_response()
+        }
+    }
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct CompareQuery {
+    a: Option<String>,
+    b: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct CompareRow {
+    field: String,
+    a: String,
+    b: String,
+    same: bool,
+}
+
+fn shown(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+async fn compare(State(backend): Shared, Query(q): Query<CompareQuery>) -> Response {
+    let (node, waiting) = node_name(&backend).await;
+    let a = q.a.filter(|x| !x.is_empty());
+    let b = q.b.filter(|x| !x.is_empty());
+    let (Some(a), Some(b)) = (a.clone(), b.clone()) else {
+        return render(
+            "compare.html",
+            context! { node => node, page => "jobs", waiting => waiting, a => a, b => b },
+        );
+    };
+    let mut views = Vec::new();
+    for id in [&a, &b] {
+        let status = ask(&backend, Request::Status { job: id.clone() }).await;
+        let journal = ask(&backend, Request::Inspect { job: id.clone() }).await;
+        match (status, journal) {
+            (Ok(s), Ok(j)) => views.push((s, j)),
+            (Err(p), _) | (_, Err(p)) => {
+                return (
+                    p.status,
+                    render(
+                        "compare.html",
+                        context! { node => node, page => "jobs", waiting => waiting,
+                        a => a, b => b, error => p.body.message },
+                    ),
+                )
+                    .into_response();
+            }
+        }
+    }
+    let (sa, ja) = &views[0];
+    let (sb, jb) = &views[1];
+    let mut rows = Vec::new();
+    let mut row = |field: String, x: &Value, y: &Value| {
+        rows.push(CompareRow {
+            same: x == y,
+            a: shown(x),
+            b: shown(y),
+            field,
+        });
+    };
+    for field in ["status", "flow", "revision", "error", "input"] {
+        row(field.to_owned(), &sa[field], &sb[field]);
+    }
+    // The blackboard key by key, so a difference points at its key.
+    let empty = Map::new();
+    let (ma, mb) = (
+        sa["state"].as_object().unwrap_or(&empty),
+        sb["state"].as_object().unwrap_or(&empty),
+    );
+    let keys: std::collections::BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+    for key in keys {
+        row(
+            format!("state.{key}"),
+            ma.get(key).unwrap_or(&Value::Null),
+            mb.get(key).unwrap_or(&Value::Null),
+        );
+    }
+    let steps = |j: &Value| -> Vec<String> {
+        j["events"]
+            .as_array()
+            .map(|e| {
+                e.iter()
+                    .map(|e| {
+                        format!(
+                            "{} {}",
+                            e["kind"].as_str().unwrap_or(""),
+                            e["path"].as_str().unwrap_or("")
+                        )
+                        .trim()
+                        .to_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (ea, eb) = (steps(ja), steps(jb));
+    let events: Vec<Value> = (0..ea.len().max(eb.len()).min(EVENTS_MAX))
+        .map(|i| {
+            let (x, y) = (
+                ea.get(i).cloned().unwrap_or_default(),
+                eb.get(i).cloned().unwrap_or_default(),
+            );
+            json!({"a": x, "b": y, "same": x == y})
+        })
+        .collect();
+    render(
+        "compare.html",
+        context! { node => node, page => "jobs", waiting => waiting, a => a, b => b, rows => rows, events => events },
     )
 }

@@ -289,3 +289,112 @@ async fn the_inbox_pages_through_many_waiting_jobs() {
     assert!(second.contains("rel=\"prev\""));
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_like_this_and_compare_two_runs() {
+    let w = world().await;
+    let flow =
+        "name: greet\ninput:\n  who: string\ntree:\n  set: {greeting: \"hello {{ input.who }}\"}\n";
+    let (status, _, _) = raw(
+        &w.app,
+        "POST",
+        "/v1/flows",
+        &[],
+        &serde_json::json!({"source": flow}).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, _, made) = raw(
+        &w.app,
+        "POST",
+        "/v1/jobs",
+        &[],
+        r#"{"flow": "greet", "input": {"who": "Ada"}}"#,
+    )
+    .await;
+    let first: serde_json::Value = serde_json::from_str(&made).expect("json");
+    let first = first["job"].as_str().expect("job").to_owned();
+    // The form is prefilled from the run: its flow, its revision, its input.
+    let (status, _, form) = raw(&w.app, "GET", &format!("/start?from={first}"), &[], "").await;
+    assert_eq!(status, StatusCode::OK, "{form}");
+    assert!(form.contains("name=\"flow\" value=\"greet\""), "{form}");
+    assert!(form.contains("&quot;who&quot;: &quot;Ada&quot;"), "{form}");
+    assert!(form.contains("<option value=\"1\" selected>"), "{form}");
+    // Not JSON: refused, the form kept.
+    let (status, _, again) = raw(
+        &w.app,
+        "POST",
+        "/start",
+        &[],
+        &format!("from={first}&flow=greet&revision=1&input=%7Bnope"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(again.contains("the input is not JSON"), "{again}");
+    // Changed and started: a new job with that input.
+    let input = "%7B%22who%22%3A+%22Bo%22%7D";
+    let (status, headers, _) = raw(
+        &w.app,
+        "POST",
+        "/start",
+        &[],
+        &format!("from={first}&flow=greet&revision=1&input={input}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let second = headers["location"]
+        .to_str()
+        .expect("location")
+        .trim_start_matches("/jobs/")
+        .to_owned();
+    assert_ne!(second, first);
+    let (_, _, view) = raw(
+        &w.app,
+        "GET",
+        &format!("/v1/jobs/{second}/wait?timeout_ms=10000"),
+        &[],
+        "",
+    )
+    .await;
+    let view: serde_json::Value = serde_json::from_str(&view).expect("json");
+    assert_eq!(view["input"]["who"], "Bo");
+    assert_eq!(view["state"]["greeting"], "hello Bo");
+
+    let (status, _, page) = raw(
+        &w.app,
+        "GET",
+        &format!("/compare?a={first}&b={second}"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let row = |field: &str| {
+        let at = page
+            .find(&format!("<th scope=\"row\">{field}</th>"))
+            .unwrap_or_else(|| panic!("{field}: {page}"));
+        let end = page[at..].find("</tr>").expect("row end") + at;
+        page[at..end].to_owned()
+    };
+    assert!(row("flow").contains("<td>same</td>"));
+    assert!(
+        row("input").contains("<td>differs</td>"),
+        "{}",
+        row("input")
+    );
+    assert!(
+        row("state.greeting").contains("hello Ada") && row("state.greeting").contains("hello Bo")
+    );
+    assert!(row("state.greeting").contains("differs"));
+    let (status, _, missing) = raw(
+        &w.app,
+        "GET",
+        &format!("/compare?a={first}&b=nope"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(missing.contains("unknown job `nope`"), "{missing}");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}
