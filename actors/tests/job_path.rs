@@ -1072,3 +1072,150 @@ fn jobs_migrate_to_a_revision_that_keeps_their_history() {
         "not a job of the flow"
     );
 }
+
+/// `palm retry JOB --from PATH`: a new job keeps what the ended one did before the node
+/// began (the build is not run again, the answer is kept) and runs the node again; the
+/// same retry asked twice answers with the first; a revision that fixes the step runs
+/// it, one that rewrites the history before it is refused; the retry replays after a
+/// restart like any job.
+#[test]
+fn an_ended_job_is_retried_from_a_node_keeping_what_came_before() {
+    use palm_actors::path::retry::RetryError;
+    let mut host = Host::new();
+    let v1 = example("approval");
+    let failed = host.submit_source(&v1, json!({})).job;
+    let build = host.claim().expect("build");
+    assert_eq!(host.complete_run(&build, 0, "built\n"), JobStatus::Waiting);
+    let store = host.store.clone();
+    host.path
+        .continue_job(host.now, &failed, "approve", json!({"ok": true}), &*store)
+        .expect("continue");
+    host.commit();
+    let ship = host.claim().expect("ship");
+    assert_eq!(host.complete_run(&ship, 1, ""), JobStatus::Failed);
+
+    // Refusals write nothing.
+    let running = host.submit_source(&v1, json!({})).job;
+    let err = host
+        .path
+        .retry_from(host.now, &*store, &running, "0.0", None)
+        .expect_err("running");
+    assert!(matches!(err, RetryError::NotEnded { .. }), "{err}");
+    let err = host
+        .path
+        .retry_from(host.now, &*store, &failed, "0.7", None)
+        .expect_err("no such node");
+    let text = err.to_string();
+    assert!(
+        text.contains("node 0.7 never ran") && text.contains("0.2.0.1"),
+        "{text}"
+    );
+    assert!(matches!(
+        host.path.retry_from(host.now, &*store, "nope-9", "0", None),
+        Err(RetryError::UnknownJob(_))
+    ));
+    assert!(!host.path.has_writes(), "a refused retry writes nothing");
+
+    // From the ship step: build and answer are kept, ship runs again.
+    let retried = host
+        .path
+        .retry_from(host.now, &*store, &failed, "0.2.0.1", None)
+        .expect("retry");
+    host.commit();
+    assert!(!retried.existing);
+    assert_eq!((retried.kept_inputs, retried.dropped_inputs), (3, 1));
+    assert_eq!(retried.status, JobStatus::Running);
+    let again = host
+        .path
+        .retry_from(host.now, &*store, &failed, "0.2.0.1", None)
+        .expect("again");
+    host.commit();
+    assert!(again.existing);
+    assert_eq!(again.job, retried.job);
+    let effects: Vec<_> = host
+        .claim_all()
+        .into_iter()
+        .filter(|e| e.job == retried.job)
+        .collect();
+    assert_eq!(
+        effects.len(),
+        1,
+        "only the ship step runs again: {effects:?}"
+    );
+    assert_eq!(Host::cmd(&effects[0]), "echo shipped");
+    assert!(
+        effects[0]
+            .key
+            .starts_with(&format!("{}/0.2.0.1/", retried.job))
+    );
+    let view = host.view(&retried.job);
+    assert_eq!(
+        view.state["build"]["stdout"], "built\n",
+        "the old build's output"
+    );
+    assert_eq!(view.state["approve"]["ok"], true, "the old answer");
+    assert_eq!(
+        host.view(&failed).status,
+        JobStatus::Failed,
+        "the retried job stays as it was"
+    );
+
+    // A restart replays the retry from its own journal; it finishes there.
+    let mut host = host.restart();
+    let store = host.store.clone();
+    let ship = host
+        .claim_all()
+        .into_iter()
+        .find(|e| e.job == retried.job)
+        .expect("requeued ship");
+    assert_eq!(host.complete_run(&ship, 0, ""), JobStatus::Succeeded);
+
+    // From the first step: nothing but the submission is kept.
+    let from_start = host
+        .path
+        .retry_from(host.now, &*store, &failed, "0.0", None)
+        .expect("from the start");
+    host.commit();
+    assert_eq!((from_start.kept_inputs, from_start.dropped_inputs), (1, 3));
+    let build = host
+        .claim_all()
+        .into_iter()
+        .find(|e| e.job == from_start.job)
+        .expect("build again");
+    assert_eq!(Host::cmd(&build), "echo building");
+
+    // Revision 2 fixes the ship step: the retry runs it.
+    let v2 = v1.replace("echo shipped", "echo shipped fixed");
+    host.path
+        .add_definition(host.now, &v2, "v2.yaml")
+        .expect("v2");
+    host.commit();
+    let fixed = host
+        .path
+        .retry_from(host.now, &*store, &failed, "0.2.0.1", Some(2))
+        .expect("retry under 2");
+    host.commit();
+    assert_eq!(fixed.revision, 2);
+    let ship = host
+        .claim_all()
+        .into_iter()
+        .find(|e| e.job == fixed.job)
+        .expect("fixed ship");
+    assert_eq!(Host::cmd(&ship), "echo shipped fixed");
+
+    // Revision 3 rewrites the build, which the job had already run.
+    let v3 = v2.replace("echo building", "echo building fast");
+    host.path
+        .add_definition(host.now, &v3, "v3.yaml")
+        .expect("v3");
+    host.commit();
+    let err = host
+        .path
+        .retry_from(host.now, &*store, &failed, "0.2.0.1", Some(3))
+        .expect_err("diverges");
+    let text = err.to_string();
+    assert!(
+        text.contains("does not derive") && text.contains("echo building fast"),
+        "{text}"
+    );
+}

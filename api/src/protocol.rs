@@ -73,6 +73,19 @@ pub enum Request {
         #[serde(default)]
         reason: Option<String>,
     },
+    /// Start a new job that retries an ended one from a node of its tree: what the
+    /// ended job did before the node began is kept, the node and what came after run
+    /// again (`palm retry`).
+    Retry {
+        /// The ended job.
+        job: String,
+        /// The node's path (`0.2.1`, as `palm inspect` shows it).
+        from: String,
+        /// Run this revision of the flow (it must derive the same history up to the
+        /// node); absent: the revision the job ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        revision: Option<u32>,
+    },
     /// A job's status.
     Status {
         /// Job id.

@@ -97,6 +97,9 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Retry an ended job from a node of its tree (the path `palm inspect` shows): a new
+    /// job keeps what the old one did before the node began and runs the rest again.
+    Retry(RetryArgs),
     /// Show a job's journal and its tree with every node's status.
     Inspect {
         /// Job id.
@@ -276,6 +279,26 @@ pub struct ContinueArgs {
     #[arg(long, default_value = "null")]
     pub input: String,
     /// Return at once instead of waiting for the job to settle.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Stop waiting after this long (e.g. 30s); the job goes on.
+    #[arg(long)]
+    pub timeout: Option<String>,
+}
+
+/// `palm retry`.
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The ended job.
+    pub job: String,
+    /// The node to run again from (`0.2.1`, as `palm inspect` shows it).
+    #[arg(long, value_name = "PATH")]
+    pub from: String,
+    /// Run this revision of the flow (a fixed step); it must derive the same history
+    /// up to the node. Default: the revision the job ran.
+    #[arg(long)]
+    pub revision: Option<u32>,
+    /// Return once the new job is started instead of waiting for it to settle.
     #[arg(long)]
     pub no_wait: bool,
     /// Stop waiting after this long (e.g. 30s); the job goes on.

@@ -58,6 +58,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
             });
             Ok(Code::Ok)
         }
+        Command::Retry(args) => retry_job(&ctx, args).await,
         Command::Inspect { job } => {
             let inspect = one_call(&ctx, Access::Read, Request::Inspect { job }).await?;
             print(&ctx, &inspect, output::print_inspect);
@@ -252,6 +253,73 @@ async fn continue_job(ctx: &Ctx, args: ContinueArgs) -> CliResult {
             return Ok(Code::Ok);
         }
         wait_and_print(ctx, &mut target, &args.job, timeout_ms).await
+    }
+    .await;
+    target.finish().await;
+    result
+}
+
+/// `palm retry`: starts the retry, then (unless `--no-wait`) drives it until it settles,
+/// like `palm continue`. `--json` prints the retry document; after waiting, `status` is
+/// the settled one and `view` the new job's status document.
+async fn retry_job(ctx: &Ctx, args: crate::cli::RetryArgs) -> CliResult {
+    let timeout_ms = args
+        .timeout
+        .as_deref()
+        .map(|t| duration_ms(t, "--timeout"))
+        .transpose()?;
+    let mut target = if args.no_wait {
+        Target::for_access(&ctx.data, Access::Write).await?
+    } else {
+        Target::driving(&ctx.data, None).await?
+    };
+    let result = async {
+        let mut retried = target
+            .call(Request::Retry {
+                job: args.job.clone(),
+                from: args.from.clone(),
+                revision: args.revision,
+            })
+            .await?;
+        if !ctx.out.json {
+            let again = if retried["existing"] == true {
+                " (asked before: the same retry)".to_owned()
+            } else {
+                format!(
+                    "; {} inputs kept from before the node, {} after it dropped",
+                    retried["kept_inputs"], retried["dropped_inputs"]
+                )
+            };
+            println!(
+                "job {} retries {} from node {} (revision {}){again}",
+                ctx.out.bold(retried["job"].as_str().unwrap_or_default()),
+                retried["retry_of"].as_str().unwrap_or_default(),
+                retried["from"].as_str().unwrap_or_default(),
+                retried["revision"],
+            );
+        }
+        if args.no_wait {
+            if ctx.out.json {
+                print(ctx, &retried, |_, _| {});
+            } else {
+                println!(
+                    "  {}",
+                    ctx.out
+                        .status(retried["status"].as_str().unwrap_or_default())
+                );
+            }
+            return Ok(Code::Ok);
+        }
+        let job = retried["job"].as_str().unwrap_or_default().to_owned();
+        let view = settled_view(ctx, &mut target, &job, &format!("job {job}"), timeout_ms).await?;
+        if ctx.out.json {
+            retried["status"] = view["status"].clone();
+            retried["view"] = view.clone();
+            print(ctx, &retried, |_, _| {});
+        } else {
+            output::print_status(&ctx.out, &view);
+        }
+        Ok(status_code(&view))
     }
     .await;
     target.finish().await;

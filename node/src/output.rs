@@ -335,7 +335,12 @@ fn print_tree(out: &Output, node: &Value, prefix: &str, last: bool, root: bool) 
     } else {
         "├─ "
     };
-    println!("  {prefix}{branch}{label}{detail}  {}", out.status(&status));
+    // The path names the node for `palm retry JOB --from PATH`.
+    println!(
+        "  {prefix}{branch}{label}{detail}  {}  {}",
+        out.status(&status),
+        out.dim(&text(node, "path"))
+    );
     let children = node
         .get("children")
         .and_then(Value::as_array)

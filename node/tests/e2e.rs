@@ -542,6 +542,63 @@ fn run_and_submit_choose_a_stored_revision() {
 /// `palm flows migrate`: the impact first (no move without --yes when there is no
 /// terminal to ask), then the move; the moved job survives a restart on its new revision
 /// and runs it; a revision that rewrites a step the job took is refused with exit 1.
+/// `palm retry JOB --from PATH` with no node running: the retry is driven to its end like
+/// `palm continue`, keeps the first step's output (not run again), runs the fixed second
+/// step under a new revision; refusals exit 2 with what is wrong.
+#[test]
+fn retry_runs_an_ended_job_again_from_a_node() {
+    let data = data_dir();
+    let file = data.path().join("ship.yaml");
+    let flow = |ship: &str| {
+        format!(
+            "name: ship\ntree:\n  sequence:\n    - run: {{ cmd: \"date +%s%N\", save: built }}\n    - run: {{ cmd: \"{ship}\", save: shipped }}\n"
+        )
+    };
+    std::fs::write(&file, flow("exit 3")).expect("flow");
+    let failed = palm(data.path(), &["run", &file.display().to_string(), "--json"]);
+    assert_eq!(failed.code, 3, "a failed job exits 3: {}", failed.stderr);
+    let failed = failed.json();
+    let job = failed["job"].as_str().expect("job").to_owned();
+
+    let inspect = palm(data.path(), &["inspect", &job]);
+    assert!(
+        inspect.stdout.contains("0.1"),
+        "paths are shown: {}",
+        inspect.stdout
+    );
+    let nowhere = palm(data.path(), &["retry", &job, "--from", "0.9"]);
+    assert_eq!(nowhere.code, 2, "{}", nowhere.stderr);
+    assert!(nowhere.stderr.contains("never ran"), "{}", nowhere.stderr);
+
+    std::fs::write(&file, flow("echo shipped")).expect("fixed flow");
+    let added = palm(data.path(), &["flows", "add", &file.display().to_string()]);
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    let retried = palm(
+        data.path(),
+        &["retry", &job, "--from", "0.1", "--revision", "2", "--json"],
+    );
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
+    let retried = retried.json();
+    assert_eq!(retried["retry_of"], job.as_str());
+    assert_eq!(retried["revision"], 2);
+    assert_eq!(retried["status"], "succeeded", "{retried}");
+    assert_eq!(retried["view"]["state"]["built"], failed["state"]["built"]);
+    assert_eq!(retried["view"]["state"]["shipped"]["stdout"], "shipped\n");
+    let human = palm(
+        data.path(),
+        &["retry", &job, "--from", "0.1", "--revision", "2"],
+    );
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(
+        human.stdout.contains("asked before: the same retry")
+            && human
+                .stdout
+                .contains(retried["job"].as_str().unwrap_or("?")),
+        "{}",
+        human.stdout
+    );
+}
+
 #[test]
 fn flows_migrate_shows_the_impact_then_moves_parked_jobs() {
     let data = data_dir();

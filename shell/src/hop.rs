@@ -777,6 +777,7 @@ fn job_of(request: &Request) -> Option<&str> {
         | Request::Wait { job, .. }
         | Request::Continue { job, .. }
         | Request::Cancel { job, .. }
+        | Request::Retry { job, .. }
         | Request::Inspect { job } => Some(job),
         _ => None,
     }

@@ -12,11 +12,12 @@ mod topo;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-const OPS: [&str; 24] = [
+const OPS: [&str; 25] = [
     "ping",
     "submit",
     "continue",
     "cancel",
+    "retry",
     "status",
     "jobs",
     "inspect",

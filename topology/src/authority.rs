@@ -88,6 +88,7 @@ pub const FORWARDABLE: &[(&str, Goes)] = &[
     ("wait", Goes::ToItsJob),
     ("continue", Goes::ToItsJob),
     ("cancel", Goes::ToItsJob),
+    ("retry", Goes::ToItsJob),
     ("inspect", Goes::ToItsJob),
 ];
 

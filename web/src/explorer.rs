@@ -122,6 +122,7 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/jobs/{id}", get(job_page))
         .route("/jobs/{id}/answer", axum::routing::post(answer))
         .route("/jobs/{id}/cancel", get(cancel_confirm).post(cancel))
+        .route("/jobs/{id}/retry", axum::routing::post(retry))
         .route("/jobs/{id}/live", get(live))
         .route("/start", get(start_form).post(start))
         .route("/compare", get(compare))
@@ -384,6 +385,63 @@ fn ago(now_ms: u64, then: &Value) -> String {
         s if s < 86_400 => format!("{} h ago", s / 3600),
         s => format!("{} days ago", s / 86_400),
     }
+}
+
+/// When a moment still to come is, from now (`in 12 s`; `due now` once past).
+fn until(now_ms: u64, due: u64) -> String {
+    if due <= now_ms {
+        return "due now".to_owned();
+    }
+    let s = (due - now_ms).div_ceil(1000);
+    match s {
+        s if s < 60 => format!("in {s} s"),
+        s if s < 3600 => format!("in {} min", s.div_ceil(60)),
+        s if s < 86_400 => format!("in {} h", s / 3600),
+        s => format!("in {} days", s / 86_400),
+    }
+}
+
+/// One line per `retry` node waiting out its backoff: how many attempts failed and when
+/// the next one starts (its backoff timer is `job/PATH/N`, N = the failures so far).
+fn retrying_lines(tree: &Value, effects: &Value, now: u64) -> Vec<String> {
+    fn retry_nodes<'a>(node: &'a Value, out: &mut Vec<&'a Value>) {
+        if node["type"] == "retry" {
+            out.push(node);
+        }
+        for child in node["children"].as_array().into_iter().flatten() {
+            retry_nodes(child, out);
+        }
+    }
+    let mut nodes = Vec::new();
+    retry_nodes(tree, &mut nodes);
+    let mut lines = Vec::new();
+    for node in nodes {
+        let path = node["path"].as_str().unwrap_or_default();
+        for effect in effects.as_array().into_iter().flatten() {
+            let (Some("timer"), Some("requested"), Some(key), Some(due)) = (
+                effect["kind"].as_str(),
+                effect["state"].as_str(),
+                effect["key"].as_str(),
+                effect["due_at"].as_u64(),
+            ) else {
+                continue;
+            };
+            let Some((rest, failures)) = key.rsplit_once('/') else {
+                continue;
+            };
+            if !rest.ends_with(&format!("/{path}")) {
+                continue;
+            }
+            let failures: u64 = failures.parse().unwrap_or(0);
+            lines.push(format!(
+                "Retry node {path}: {failures} attempt{} failed; attempt {} starts {}",
+                if failures == 1 { "" } else { "s" },
+                failures + 1,
+                until(now, due)
+            ));
+        }
+    }
+    lines
 }
 
 fn now_ms() -> u64 {
@@ -860,8 +918,12 @@ async fn job_page(
                         .and_then(|(_, n)| n.parse::<u64>().ok())
                         .map(|n| n.to_string())
                         .unwrap_or_default();
+                    let due = match (e["state"].as_str(), e["due_at"].as_u64()) {
+                        (Some("requested"), Some(due)) => until(now_ms(), due),
+                        _ => String::new(),
+                    };
                     json!({"key": e["key"], "kind": e["kind"], "state": e["state"],
-                           "attempt": attempt, "node": e["node"]})
+                           "attempt": attempt, "node": e["node"], "due": due})
                 })
                 .collect()
         })
@@ -877,13 +939,65 @@ async fn job_page(
             node => node, page => "jobs", waiting => waiting,
             job => view.clone(), live => live, view => mode, failed => failed,
             cancellable => matches!(status, "pending" | "running" | "waiting"),
+            retryable => matches!(status, "succeeded" | "failed" | "cancelled"),
+            retry_of => retry_of(&view),
             blocked => blocked_lines(&view),
+            retrying => retrying_lines(&inspected["tree"], &view["effects"], now_ms()),
             waits => waits,
             tree => tree_view(&inspected["tree"]),
             state => serde_json::to_string_pretty(&view["state"]).unwrap_or_default(),
             effects => effects, events => events,
         },
     )
+}
+
+/// `{job, from}` when the job is a retry (its start key is `retry/JOB/PATH/rN`).
+fn retry_of(view: &Value) -> Option<Value> {
+    let key = view["started_by"]["key"].as_str()?.strip_prefix("retry/")?;
+    let (rest, _revision) = key.rsplit_once('/')?;
+    let (job, from) = rest.split_once('/')?;
+    Some(json!({"job": job, "from": from}))
+}
+
+/// "Retry from here": a new job from the node, then its page.
+async fn retry(
+    State(backend): Shared,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let fields = form_urlencoded(&body);
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(from) = field("from") else {
+        return page_error(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            "choose the node to retry from",
+        ));
+    };
+    let revision = field("revision").and_then(|r| r.parse().ok());
+    match ask(
+        &backend,
+        Request::Retry {
+            job: id,
+            from,
+            revision,
+        },
+    )
+    .await
+    {
+        Ok(retried) => Redirect::to(&format!(
+            "/jobs/{}",
+            retried["job"].as_str().unwrap_or_default()
+        ))
+        .into_response(),
+        Err(problem) => page_error(problem),
+    }
 }
 
 async fn cancel_confirm(State(backend): Shared, Path(id): Path<String>) -> Response {

@@ -119,6 +119,17 @@ pub const OPERATIONS: &[Operation] = &[
         success: 200,
     },
     Operation {
+        method: "post",
+        path: "/v1/jobs/{id}/retry",
+        id: "retryJob",
+        summary: "Retry an ended job from a node of its tree, as a new job",
+        query: &[],
+        body: Some(
+            r#"{"type": "object", "required": ["from"], "properties": {"from": {"type": "string", "description": "The node's path, as the journal's tree shows it"}, "revision": {"type": "integer", "minimum": 1}}}"#,
+        ),
+        success: 201,
+    },
+    Operation {
         method: "get",
         path: "/v1/waits",
         id: "listWaits",

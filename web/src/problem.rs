@@ -56,9 +56,8 @@ pub fn status_of(body: &ErrorBody) -> StatusCode {
         return StatusCode::NOT_FOUND;
     }
     match kind {
-        "not_waiting" | "job_finished" | "refused" | "already_running" | "conflict" | "revoked" => {
-            StatusCode::CONFLICT
-        }
+        "not_waiting" | "job_finished" | "refused" | "already_running" | "conflict" | "revoked"
+        | "not_ended" | "not_retryable" => StatusCode::CONFLICT,
         "not_root" | "forbidden" => StatusCode::FORBIDDEN,
         "unauthorized" => StatusCode::UNAUTHORIZED,
         "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,

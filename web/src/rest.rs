@@ -50,6 +50,7 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/v1/jobs/{id}/wait", get(wait))
         .route("/v1/jobs/{id}/continue", post(continue_job))
         .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/waits", get(waits))
         .route("/v1/flows", get(flows).post(flows_add))
         .route("/v1/flows/validate", post(flows_validate))
@@ -386,6 +387,57 @@ async fn cancel(State(backend): Shared, Path(id): Path<String>, bytes: Bytes) ->
     }
     .await;
     answer(result)
+}
+
+/// `POST /v1/jobs/{id}/retry` `{"from": PATH, "revision"?}`: 201 with what `palm retry
+/// --json` prints, and the new job's Location.
+async fn retry(State(backend): Shared, Path(id): Path<String>, bytes: Bytes) -> Response {
+    let result = async {
+        let body = body_object(&bytes)?;
+        let from = field_str(&body, "from")?.ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_input",
+                "`from` is required: the path of the node to run again from (`0.2.1`)",
+            )
+        })?;
+        let revision = match body.get("revision") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(
+                value
+                    .as_u64()
+                    .and_then(|r| u32::try_from(r).ok())
+                    .ok_or_else(|| {
+                        Problem::new(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_input",
+                            "`revision` must be a revision number",
+                        )
+                    })?,
+            ),
+        };
+        ask(
+            &backend,
+            Request::Retry {
+                job: id,
+                from,
+                revision,
+            },
+        )
+        .await
+    }
+    .await;
+    match result {
+        Ok(retried) => {
+            let job = retried["job"].as_str().unwrap_or_default().to_owned();
+            let mut response = (StatusCode::CREATED, axum::Json(retried)).into_response();
+            if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{job}")) {
+                response.headers_mut().insert(header::LOCATION, location);
+            }
+            response
+        }
+        Err(problem) => problem.into_response(),
+    }
 }
 
 /// A page of the inbox: waiting jobs with their status documents (`waiting_on`

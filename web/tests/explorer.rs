@@ -398,3 +398,158 @@ async fn start_like_this_and_compare_two_runs() {
     assert!(missing.contains("unknown job `nope`"), "{missing}");
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+/// Retry from a node, over REST and from the job page: the new job keeps what the
+/// failed one did before the node (the build's output, not run again) and runs the
+/// node again; the page of an ended job offers "Retry from here" on every node that
+/// ran, and a retry's page says what it retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_is_retried_from_a_node_over_rest_and_from_its_page() {
+    use common::{LOOPBACK, send};
+    use serde_json::json;
+    let w = world().await;
+    let marker = w.data.path().join("ready");
+    let flow = format!(
+        "name: ship\ntree:\n  sequence:\n    - run: {{cmd: \"date +%s%N\", save: build}}\n    - run: {{cmd: \"test -f {}\"}}\n",
+        marker.display()
+    );
+    let failed = submit(&w.app, &flow).await;
+    let (_, _, done) = send(
+        &w.app,
+        LOOPBACK,
+        "GET",
+        &format!("/v1/jobs/{failed}/wait?timeout_ms=20000"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(done["status"], "failed", "{done}");
+
+    // Refusals say what is wrong.
+    let (status, _, problem) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        &format!("/v1/jobs/{failed}/retry"),
+        Some(json!({})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    let (status, _, problem) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        &format!("/v1/jobs/{failed}/retry"),
+        Some(json!({"from": "0.5"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("never ran"),
+        "{problem}"
+    );
+
+    std::fs::write(&marker, "").expect("marker");
+    let (status, _, retried) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        &format!("/v1/jobs/{failed}/retry"),
+        Some(json!({"from": "0.1"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{retried}");
+    assert_eq!(retried["retry_of"], failed.as_str());
+    assert_eq!(retried["kept_inputs"], 2, "{retried}");
+    let job = retried["job"].as_str().expect("job").to_owned();
+    let (_, _, view) = send(
+        &w.app,
+        LOOPBACK,
+        "GET",
+        &format!("/v1/jobs/{job}/wait?timeout_ms=20000"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(
+        view["state"]["build"], done["state"]["build"],
+        "the build was not run again"
+    );
+    // From the page: the ended job offers a retry on every node that ran.
+    let (_, _, page) = raw(&w.app, "GET", &format!("/jobs/{failed}"), &[], "").await;
+    assert!(
+        page.contains(&format!("action=\"/jobs/{failed}/retry\""))
+            && page.contains("name=\"from\" value=\"0.0\"")
+            && page.contains("Retry from here"),
+        "{page}"
+    );
+    let (status, headers, _) = raw(
+        &w.app,
+        "POST",
+        &format!("/jobs/{failed}/retry"),
+        &[("content-type", "application/x-www-form-urlencoded")],
+        "from=0.0",
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let location = headers["location"].to_str().expect("location").to_owned();
+    assert_ne!(
+        location,
+        format!("/jobs/{job}"),
+        "another node, another retry"
+    );
+    let (_, _, page) = raw(&w.app, "GET", &location, &[], "").await;
+    assert!(
+        page.contains(&format!(
+            "Retry of <a href=\"/jobs/{failed}\">{failed}</a> from node 0.0"
+        )),
+        "{page}"
+    );
+    // A retry node waiting out its backoff says when its next attempt starts.
+    let backing_off = submit(
+        &w.app,
+        "name: backoff\ntree:\n  retry:\n    attempts: 3\n    backoff_ms: 600000\n    do:\n      run: {cmd: \"false\"}\n",
+    )
+    .await;
+    let mut page = String::new();
+    for _ in 0..200 {
+        page = raw(&w.app, "GET", &format!("/jobs/{backing_off}"), &[], "")
+            .await
+            .2;
+        if page.contains("Retry node 0: 1 attempt failed; attempt 2 starts in 10 min") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        page.contains("Retry node 0: 1 attempt failed; attempt 2 starts in 10 min"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>in 10 min</td>"),
+        "the timer's due time: {page}"
+    );
+    // A job still running offers no retry, and the API refuses one.
+    let running = submit(&w.app, "name: slow\ntree:\n  run: {cmd: \"sleep 5\"}\n").await;
+    let (_, _, page) = raw(&w.app, "GET", &format!("/jobs/{running}"), &[], "").await;
+    assert!(!page.contains("Retry from here"), "{page}");
+    let (status, _, problem) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        &format!("/v1/jobs/{running}/retry"),
+        Some(json!({"from": "0"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert_eq!(problem["kind"], "not_ended");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}

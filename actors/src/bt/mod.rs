@@ -1029,6 +1029,21 @@ impl Engine {
         view(&self.root, &self.rt.program)
     }
 
+    /// The status of the node at `path` (`0`, `0.2`, `0.2.1`...), `None` when the tree
+    /// has no such node now (a `for_each` body exists only while it runs).
+    pub fn status_at(&self, path: &str) -> Option<Status> {
+        let mut segments = path.split('.');
+        if segments.next() != Some("0") {
+            return None;
+        }
+        let mut node = &self.root;
+        for segment in segments {
+            let index: usize = segment.parse().ok()?;
+            node = node.children.get(index)?;
+        }
+        Some(node.status)
+    }
+
     /// Every node's status in pre-order, with its label (the trace harness).
     pub fn statuses(&self) -> Vec<(String, Status)> {
         let mut out = Vec::new();

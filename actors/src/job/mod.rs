@@ -402,6 +402,10 @@ pub struct EffectInfo {
     /// Node that ran it, when completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// When a timer fires (ms since the epoch): a `sleep`, a wait's timeout, or the
+    /// backoff before a `retry` node's next attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<u64>,
 }
 
 /// One job: identity, pinned definition, engine and journal position.
@@ -612,6 +616,10 @@ impl JobCore {
                             kind: request.kind_name(),
                             state: "requested",
                             node: None,
+                            due_at: match &request {
+                                EffectRequest::Timer { deadline } => Some(*deadline),
+                                _ => None,
+                            },
                         },
                     );
                     EventKind::EffectRequested { key, path, request }

@@ -16,6 +16,7 @@
 pub mod migrate;
 pub mod records;
 pub mod retention;
+pub mod retry;
 
 use crate::bt::{CompileError, EffectRequest, NodeView, Outcome, Parked, Program};
 use crate::definition::{self, Definition, Diagnostic};
@@ -1245,6 +1246,18 @@ impl JobPath {
         Ok(())
     }
 
+    /// The next job id of this path (`tag-N`); the counter is written in the batch.
+    fn allocate_job_id(&mut self) -> String {
+        let id = format!("{}-{}", self.tag, self.next_job);
+        self.next_job += 1;
+        self.batch.put(
+            Table::Meta,
+            records::META_NEXT_JOB.to_vec(),
+            self.next_job.to_be_bytes().to_vec(),
+        );
+        id
+    }
+
     fn start_job(
         &mut self,
         now: u64,
@@ -1267,13 +1280,7 @@ impl JobPath {
                 stored.definition.subflow_names().join(", "),
             ))
         })?;
-        let id = format!("{}-{}", self.tag, self.next_job);
-        self.next_job += 1;
-        self.batch.put(
-            Table::Meta,
-            records::META_NEXT_JOB.to_vec(),
-            self.next_job.to_be_bytes().to_vec(),
-        );
+        let id = self.allocate_job_id();
         if let Some(link) = &parent {
             if link.wait {
                 self.waiters

@@ -333,6 +333,45 @@ impl Desk {
                 Ok(status) => Response::ok(json!({"job": job, "status": status})),
                 Err(err) => job_error(err),
             },
+            Request::Retry {
+                job,
+                from,
+                revision,
+            } => {
+                use palm_actors::path::retry::RetryError;
+                if !accepting {
+                    return Answer::AfterCommit(Response::err(ErrorBody::failure(
+                        "shutting_down",
+                        "the node is shutting down",
+                    )));
+                }
+                match self.path.retry_from(now, &*store, &job, &from, revision) {
+                    Ok(retried) => {
+                        Response::ok(serde_json::to_value(retried).unwrap_or(Value::Null))
+                    }
+                    Err(err @ RetryError::UnknownJob(_)) => Response::err(
+                        ErrorBody::invalid("unknown_job", err.to_string())
+                            .hint("`palm jobs` lists the jobs"),
+                    ),
+                    Err(err @ RetryError::NotEnded { .. }) => Response::err(
+                        ErrorBody::failure("not_ended", err.to_string())
+                            .hint(format!("`palm cancel {job}` ends it")),
+                    ),
+                    Err(err @ RetryError::NeverRan { .. }) => {
+                        Response::err(ErrorBody::invalid("invalid_input", err.to_string()).hint(
+                            format!("`palm inspect {job}` shows its tree and node paths"),
+                        ))
+                    }
+                    Err(
+                        err @ (RetryError::NoJournal(_)
+                        | RetryError::Diverges { .. }
+                        | RetryError::Submit(_)),
+                    ) => invalid("not_retryable", err),
+                    Err(err @ RetryError::Store(_)) => {
+                        Response::err(ErrorBody::failure("store", err.to_string()))
+                    }
+                }
+            }
             Request::Wait { job, timeout_ms } => {
                 let settled_now = self
                     .path
