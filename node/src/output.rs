@@ -478,6 +478,16 @@ pub fn print_vitality(out: &Output, v: &Value) {
             text(queue, "leases"),
             text(queue, "timers")
         );
+        // Work no seat can take, in plain words: what it needs and why that is not here.
+        for blocked in queue["blocked"].as_array().into_iter().flatten() {
+            println!(
+                "  {}  {} effect(s) need `{}`: {}",
+                out.red("blocked"),
+                text(blocked, "effects"),
+                text(blocked, "need"),
+                text(blocked, "reason")
+            );
+        }
     }
     if let Some(jobs) = v.get("jobs") {
         let by: Vec<String> = jobs

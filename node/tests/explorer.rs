@@ -440,3 +440,76 @@ async fn the_tree_page_of_a_root_with_two_children() {
     client.close().await.expect("close");
     drop(children);
 }
+
+/// What the keyboard sees: the first Tab lands on the skip link, Enter on it moves on to
+/// the content, Tab then reaches the inbox's answer buttons (each focus visibly
+/// outlined), and Enter on "Yes" answers the wait, with no pointer at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_is_answered_with_the_keyboard_alone() {
+    use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+    use fantoccini::key::Key;
+    async fn press(client: &Client, key: Key) {
+        let actions = KeyActions::new("keyboard".into())
+            .then(KeyAction::Down { value: key.into() })
+            .then(KeyAction::Up { value: key.into() });
+        client.perform_actions(actions).await.expect("key press");
+    }
+    async fn focused(client: &Client) -> Value {
+        client
+            .execute(
+                "const e = document.activeElement; return {tag: e.tagName, text: (e.innerText || '').trim(), \
+                 name: e.getAttribute('name'), value: e.getAttribute('value'), \
+                 in_main: e.closest('main') !== null, outline: getComputedStyle(e).outlineStyle};",
+                vec![],
+            )
+            .await
+            .expect("active element")
+    }
+    let Some(driver) = driver() else { return };
+    let data = data_dir();
+    let (_up, base) = node(data.path(), &[]);
+    let job = submit(data.path(), APPROVAL);
+    let client = browser(&driver).await;
+    client.goto(&format!("{base}/inbox")).await.expect("inbox");
+    wait_for(&client, "the job listed", async |c| {
+        c.source().await.unwrap_or_default().contains(&job)
+    })
+    .await;
+
+    press(&client, Key::Tab).await;
+    let first = focused(&client).await;
+    assert_eq!(first["text"], "Skip to content", "{first}");
+    assert_eq!(first["outline"], "solid", "focus is visible: {first}");
+    press(&client, Key::Enter).await;
+    let mut path = Vec::new();
+    let mut reached = None;
+    for _ in 0..30 {
+        press(&client, Key::Tab).await;
+        let now = focused(&client).await;
+        path.push(now.clone());
+        if now["tag"] == "BUTTON" && now["name"] == "ok" && now["value"] == "true" {
+            reached = Some(now);
+            break;
+        }
+    }
+    let yes = reached.unwrap_or_else(|| panic!("Tab never reached the Yes button: {path:?}"));
+    assert_eq!(yes["outline"], "solid", "{yes}");
+    assert!(
+        path.iter().all(|f| f["in_main"] == true),
+        "after the skip link, focus stays in the content: {path:?}"
+    );
+    press(&client, Key::Enter).await;
+    wait_for(&client, "the card to say it was answered", async |c| {
+        c.source()
+            .await
+            .unwrap_or_default()
+            .contains("Answered <strong>approve</strong>")
+    })
+    .await;
+    assert!(eventually(Duration::from_secs(10), || status(
+        data.path(),
+        &job
+    )["status"]
+        == "succeeded"));
+    client.close().await.expect("close");
+}

@@ -64,6 +64,8 @@ fn templates() -> &'static Environment<'static> {
             ("card.html", include_str!("../templates/card.html")),
             ("start.html", include_str!("../templates/start.html")),
             ("compare.html", include_str!("../templates/compare.html")),
+            ("flows.html", include_str!("../templates/flows.html")),
+            ("flow.html", include_str!("../templates/flow.html")),
         ] {
             // The templates are part of the binary; one that does not parse is a
             // build-time mistake the page tests catch.
@@ -126,6 +128,8 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/jobs/{id}/live", get(live))
         .route("/start", get(start_form).post(start))
         .route("/compare", get(compare))
+        .route("/flows", get(flows_page))
+        .route("/flows/{name}", get(flow_page))
         .route("/places", get(places_page))
         .route("/tree", get(tree_page))
 }
@@ -1122,27 +1126,31 @@ async fn places_page(State(backend): Shared) -> Response {
                 .collect()
         })
         .unwrap_or_default();
-    // What waits for a place or capability no seat offers, in plain words.
-    let mut blocked = Vec::new();
-    if let Ok(listed) = ask(
-        &backend,
-        Request::Jobs {
-            status: Some("running".into()),
-            limit: Some(200),
-        },
-    )
-    .await
-    {
-        for job in listed["jobs"].as_array().into_iter().flatten() {
-            for line in blocked_lines(job) {
-                blocked.push(format!(
-                    "{} (job {})",
-                    line,
-                    job["job"].as_str().unwrap_or_default()
-                ));
-            }
-        }
-    }
+    // What waits for a place or capability no seat offers, in plain words: one line per
+    // need, from the node's own tally of its ready effects (vitality `queue.blocked`).
+    let blocked: Vec<Value> = match ask(&backend, Request::Vitality).await {
+        Ok(vitality) => vitality["queue"]["blocked"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| {
+                let effects = b["effects"].as_u64().unwrap_or(0);
+                json!({
+                    "line": format!(
+                        "No seat can take work that needs `{}`: {} effect{} wait{} — {} (since {}).",
+                        b["need"].as_str().unwrap_or("?"),
+                        effects,
+                        if effects == 1 { "" } else { "s" },
+                        if effects == 1 { "s" } else { "" },
+                        b["reason"].as_str().unwrap_or("not ready"),
+                        ago(now_ms(), &b["since"]),
+                    ),
+                    "jobs": b["jobs"].clone(),
+                })
+            })
+            .collect(),
+        Err(problem) => return page_error(problem),
+    };
     let (node, waiting) = node_name(&backend).await;
     render(
         "places.html",
@@ -1197,28 +1205,61 @@ async fn tree_page(State(backend): Shared) -> Response {
 #[derive(Debug, Default, serde::Deserialize)]
 struct FromQuery {
     from: Option<String>,
+    /// A fresh start of a stored flow (from its page), when there is no run to copy.
+    flow: Option<String>,
+    revision: Option<u32>,
 }
 
 async fn start_form(State(backend): Shared, Query(q): Query<FromQuery>) -> Response {
-    let Some(from) = q.from.filter(|f| !f.is_empty()) else {
+    let (node, waiting) = node_name(&backend).await;
+    if let Some(from) = q.from.filter(|f| !f.is_empty()) {
+        let view = match ask(&backend, Request::Status { job: from.clone() }).await {
+            Ok(v) => v,
+            Err(problem) => return page_error(problem),
+        };
+        return render(
+            "start.html",
+            context! {
+                node => node, page => "jobs", waiting => waiting, from => from,
+                flow => view["flow"].as_str().unwrap_or_default(),
+                revision => view["revision"].as_u64().unwrap_or(1),
+                input => serde_json::to_string_pretty(&view["input"]).unwrap_or_else(|_| "{}".into()),
+                error => None::<String>,
+            },
+        );
+    }
+    let Some(flow) = q.flow.filter(|f| !f.is_empty()) else {
         return page_error(Problem::new(
             StatusCode::BAD_REQUEST,
             "invalid_input",
-            "which run? (/start?from=JOB)",
+            "start what? (/start?from=JOB, or /start?flow=NAME)",
         ));
     };
-    let view = match ask(&backend, Request::Status { job: from.clone() }).await {
+    let shown = match ask(
+        &backend,
+        Request::FlowsShow {
+            name: flow.clone(),
+            revision: q.revision,
+        },
+    )
+    .await
+    {
         Ok(v) => v,
         Err(problem) => return page_error(problem),
     };
-    let (node, waiting) = node_name(&backend).await;
+    // The declared inputs, each with its default (or null to fill in).
+    let input: Map<String, Value> = shown["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|field| Some((field["name"].as_str()?.to_owned(), field["default"].clone())))
+        .collect();
     render(
         "start.html",
         context! {
-            node => node, page => "jobs", waiting => waiting, from => from,
-            flow => view["flow"].as_str().unwrap_or_default(),
-            revision => view["revision"].as_u64().unwrap_or(1),
-            input => serde_json::to_string_pretty(&view["input"]).unwrap_or_else(|_| "{}".into()),
+            node => node, page => "flows", waiting => waiting, from => "",
+            flow => flow, revision => shown["revision"].as_u64().unwrap_or(1),
+            input => serde_json::to_string_pretty(&input).unwrap_or_else(|_| "{}".into()),
             error => None::<String>,
         },
     )
@@ -1384,4 +1425,163 @@ async fn compare(State(backend): Shared, Query(q): Query<CompareQuery>) -> Respo
         "compare.html",
         context! { node => node, page => "jobs", waiting => waiting, a => a, b => b, rows => rows, events => events },
     )
+}
+
+async fn flows_page(State(backend): Shared) -> Response {
+    let listed = match ask(&backend, Request::FlowsList).await {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "flows.html",
+        context! { node => node, page => "flows", waiting => waiting, flows => listed["flows"].clone() },
+    )
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct FlowQuery {
+    /// The revision shown (absent: the latest).
+    rev: Option<u32>,
+    /// Diff the shown revision against this one.
+    diff: Option<u32>,
+}
+
+/// Jobs of a flow listed per revision on its page.
+const PINNED_SHOWN: usize = 50;
+
+/// A flow: its revisions, each with the jobs pinned to it (counted by status), the
+/// source of one, the jobs pinned to that one, and a diff against another.
+async fn flow_page(
+    State(backend): Shared,
+    Path(name): Path<String>,
+    Query(q): Query<FlowQuery>,
+) -> Response {
+    let shown = match ask(
+        &backend,
+        Request::FlowsShow {
+            name: name.clone(),
+            revision: q.rev,
+        },
+    )
+    .await
+    {
+        Ok(v) => v,
+        Err(problem) => return page_error(problem),
+    };
+    let revision = shown["revision"].as_u64().unwrap_or(0);
+    let jobs = match list_jobs(
+        &backend,
+        &JobsQuery {
+            flow: Some(name.clone()),
+            limit: Some(crate::rest::JOBS_LIMIT_MAX),
+            ..JobsQuery::default()
+        },
+    )
+    .await
+    {
+        Ok(v) => v["jobs"].as_array().cloned().unwrap_or_default(),
+        Err(problem) => return page_error(problem),
+    };
+    // Per revision: how many jobs pin it, by status (unfinished first: they are what a
+    // migration would move).
+    let revisions: Vec<Value> = shown["revisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .rev()
+        .map(|r| {
+            let pinned: Vec<&Value> = jobs.iter().filter(|j| j["revision"] == r).collect();
+            let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+            for job in &pinned {
+                *counts
+                    .entry(job["status"].as_str().unwrap_or("?").to_owned())
+                    .or_default() += 1;
+            }
+            let unfinished = pinned
+                .iter()
+                .filter(|j| matches!(j["status"].as_str(), Some("pending" | "running" | "waiting")))
+                .count();
+            json!({"revision": r, "jobs": pinned.len(), "unfinished": unfinished,
+                   "counts": counts.into_iter().map(|(s, n)| json!({"status": s, "n": n})).collect::<Vec<_>>()})
+        })
+        .collect();
+    let pinned: Vec<Value> = jobs
+        .iter()
+        .filter(|j| j["revision"] == revision)
+        .take(PINNED_SHOWN)
+        .cloned()
+        .collect();
+    let pinned_total = jobs.iter().filter(|j| j["revision"] == revision).count();
+    let diff = match q.diff.filter(|d| u64::from(*d) != revision) {
+        Some(other) => match ask(
+            &backend,
+            Request::FlowsShow {
+                name: name.clone(),
+                revision: Some(other),
+            },
+        )
+        .await
+        {
+            Ok(base) => Some(json!({
+                "from": other,
+                "hunks": diff_hunks(
+                    base["source"].as_str().unwrap_or_default(),
+                    shown["source"].as_str().unwrap_or_default(),
+                ),
+            })),
+            Err(problem) => return page_error(problem),
+        },
+        None => None,
+    };
+    let previous = shown["revisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .filter(|r| *r < revision)
+        .max();
+    let (node, waiting) = node_name(&backend).await;
+    render(
+        "flow.html",
+        context! {
+            node => node, page => "flows", waiting => waiting,
+            flow => shown, revisions => revisions, pinned => pinned,
+            pinned_total => pinned_total, diff => diff, previous => previous,
+        },
+    )
+}
+
+/// Lines of context around each change in a diff.
+const DIFF_CONTEXT: usize = 3;
+
+/// A unified line diff of two sources, in hunks: each line with its sign (`-`, `+`, ` `),
+/// its numbers in the old and new text, and its text.
+fn diff_hunks(old: &str, new: &str) -> Vec<Value> {
+    use similar::{ChangeTag, TextDiff};
+    let diff = TextDiff::from_lines(old, new);
+    diff.grouped_ops(DIFF_CONTEXT)
+        .iter()
+        .map(|group| {
+            let lines: Vec<Value> = group
+                .iter()
+                .flat_map(|op| diff.iter_changes(op))
+                .map(|change| {
+                    let (sign, class) = match change.tag() {
+                        ChangeTag::Delete => ("-", "del"),
+                        ChangeTag::Insert => ("+", "ins"),
+                        ChangeTag::Equal => (" ", "same"),
+                    };
+                    json!({
+                        "sign": sign, "class": class,
+                        "old": change.old_index().map(|i| i + 1),
+                        "new": change.new_index().map(|i| i + 1),
+                        "text": change.value().trim_end_matches(['\n', '\r']),
+                    })
+                })
+                .collect();
+            json!({"lines": lines})
+        })
+        .collect()
 }

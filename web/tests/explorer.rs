@@ -553,3 +553,109 @@ async fn a_failed_job_is_retried_from_a_node_over_rest_and_from_its_page() {
     assert_eq!(problem["kind"], "not_ended");
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+/// Flows: the list, a flow's revisions with the jobs pinned to each (counted by status),
+/// a diff between two revisions, the jobs pinned to the one shown, and a fresh start
+/// form for a revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_page_shows_revisions_their_pinned_jobs_and_a_diff() {
+    use common::{LOOPBACK, send};
+    use serde_json::json;
+    let w = world().await;
+    let v2 = APPROVAL.replace("Ship the build?", "Ship it now?");
+    let mut jobs = Vec::new();
+    for source in [APPROVAL, v2.as_str()] {
+        let (status, _, added) = send(
+            &w.app,
+            LOOPBACK,
+            "POST",
+            "/v1/flows",
+            Some(json!({"source": source, "origin": "test.yaml"})),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{added}");
+        let (status, _, view) = send(
+            &w.app,
+            LOOPBACK,
+            "POST",
+            "/v1/jobs",
+            Some(json!({"flow": "approval"})),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{view}");
+        jobs.push(view["job"].as_str().expect("job").to_owned());
+    }
+    let (_, _, list) = raw(&w.app, "GET", "/flows", &[], "").await;
+    assert!(list.contains("href=\"/flows/approval\""), "{list}");
+
+    let (status, _, page) = raw(&w.app, "GET", "/flows/approval", &[], "").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("revision 2"), "the latest is shown: {page}");
+    assert!(
+        page.contains(&format!("href=\"/jobs/{}\"", jobs[1]))
+            && !page.contains(&format!("href=\"/jobs/{}\"", jobs[0])),
+        "only the jobs pinned to revision 2: {page}"
+    );
+    assert!(page.contains("?rev=2&amp;diff=1"), "a diff link: {page}");
+
+    let (_, _, diff) = raw(&w.app, "GET", "/flows/approval?rev=2&diff=1", &[], "").await;
+    assert!(diff.contains("Diff: revision 1 → 2"), "{diff}");
+    assert!(
+        diff.contains(
+            "aria-label=\"removed\">-</td><td><code>        prompt: Ship the build?</code>"
+        ) && diff
+            .contains("aria-label=\"added\">+</td><td><code>        prompt: Ship it now?</code>"),
+        "{diff}"
+    );
+    let (_, _, first) = raw(&w.app, "GET", "/flows/approval?rev=1", &[], "").await;
+    assert!(
+        first.contains(&format!("href=\"/jobs/{}\"", jobs[0])) && first.contains("Ship the build?"),
+        "{first}"
+    );
+    let (status, _, start) = raw(&w.app, "GET", "/start?flow=approval&revision=1", &[], "").await;
+    assert_eq!(status, StatusCode::OK, "{start}");
+    assert!(
+        start.contains("Start a job of") && start.contains("value=\"1\" selected"),
+        "{start}"
+    );
+    let (status, _, missing) = raw(&w.app, "GET", "/flows/nope", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}
+
+/// The places page says, per need, what no seat can take: how many effects wait, why,
+/// and which jobs; vitality's `queue.blocked` carries the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_places_page_says_which_work_no_seat_can_take() {
+    use common::{LOOPBACK, send};
+    let w = world().await;
+    let (_, _, page) = raw(&w.app, "GET", "/places", &[], "").await;
+    assert!(page.contains("Every ready effect has a seat"), "{page}");
+    let mut jobs = Vec::new();
+    for _ in 0..2 {
+        jobs.push(
+            submit(
+                &w.app,
+                "name: gpu\ntree:\n  run: {cmd: \"true\", needs: [gpu]}\n",
+            )
+            .await,
+        );
+    }
+    let (_, _, vitality) = send(&w.app, LOOPBACK, "GET", "/v1/vitality", None, None).await;
+    let blocked = &vitality["queue"]["blocked"][0];
+    assert_eq!(blocked["need"], "gpu", "{vitality}");
+    assert_eq!(blocked["effects"], 2, "{vitality}");
+    assert_eq!(blocked["jobs"].as_array().map(Vec::len), Some(2));
+    let (_, _, page) = raw(&w.app, "GET", "/places", &[], "").await;
+    assert!(
+        page.contains("No seat can take work that needs `gpu`: 2 effects wait — no place or capability `gpu` on this node"),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("href=\"/jobs/{}\"", jobs[0])),
+        "{page}"
+    );
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}

@@ -632,6 +632,49 @@ impl Desk {
         counts.into_iter().map(|(k, v)| (k, json!(v))).collect()
     }
 
+    /// Every need that holds back ready work, with what it holds: the node-wide "no seat
+    /// can take this" statement (vitality's `queue.blocked`, the Explorer's places page).
+    /// Each entry: `{need, reason, since, effects, jobs}` (`jobs`: the first few ids).
+    fn blocked_by_need(&self) -> Vec<Value> {
+        /// Job ids named per need.
+        const JOBS_NAMED: usize = 5;
+        let Some(genome) = &self.places else {
+            return Vec::new();
+        };
+        let snapshot = genome.places.snapshot();
+        let mut by_need: std::collections::BTreeMap<String, (Blocked, u64, Vec<String>)> =
+            Default::default();
+        for record in self.path.effects().values() {
+            if record.claim.is_some() {
+                continue;
+            }
+            let requirements = record.request.requirements();
+            for need in snapshot
+                .readiness
+                .blocked(&record.job, &requirements, record.created_at)
+            {
+                let entry = by_need
+                    .entry(need.place.clone())
+                    .or_insert_with(|| (need.clone(), 0, Vec::new()));
+                entry.0.since = entry.0.since.min(need.since);
+                entry.1 += 1;
+                if entry.2.len() < JOBS_NAMED && !entry.2.contains(&record.job) {
+                    entry.2.push(record.job.clone());
+                }
+            }
+        }
+        by_need
+            .into_values()
+            .map(|(blocked, effects, mut jobs)| {
+                jobs.sort();
+                json!({
+                    "need": blocked.place, "reason": blocked.reason, "since": blocked.since,
+                    "effects": effects, "jobs": jobs,
+                })
+            })
+            .collect()
+    }
+
     fn vitality(&self, live: Option<Live>) -> Value {
         let counts = self.path.count_jobs(&*self.store).unwrap_or_default();
         let by_status: serde_json::Map<String, Value> = counts
@@ -670,6 +713,7 @@ impl Desk {
             json!({
                 "ready": self.path.ready_len(),
                 "by_need": self.queue_by_need(),
+                "blocked": self.blocked_by_need(),
                 "timers": timers,
                 "leases": leases,
                 "next_deadline": self.path.next_deadline(),
