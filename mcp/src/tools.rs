@@ -436,6 +436,32 @@ fn build_specs() -> Vec<ToolSpec> {
             [false, true, true],
         ),
         (
+            "palm_retry",
+            "Retry an ended job from a node",
+            "Start a new job that retries an ended (failed, cancelled or succeeded) job from one \
+             node of its tree: what the old job did before that node is kept (completed \
+             commands are not run again; their outputs stay on the blackboard), the node and \
+             what came after run again. `from` is the node's path as palm_inspect's tree \
+             shows it (\"0.2.1\"). `revision` runs another revision of the flow (a fixed \
+             step), refused if it does not derive the same history up to the node. Asking \
+             twice answers with the same new job (existing: true). Returns at once; follow \
+             the new job with palm_status.",
+            object(
+                json!({
+                    "job": job_field(),
+                    "from": string("The node's path in the job's tree (palm_inspect), e.g. \"0.1\"."),
+                    "revision": {"type": "integer", "minimum": 1, "description": "Run this revision of the flow instead of the job's own."}
+                }),
+                &["job", "from"],
+            ),
+            json!({"type": "object", "required": ["job", "status", "retry_of", "from"], "properties": {
+                "job": {"type": "string"}, "status": {"type": "string"}, "retry_of": {"type": "string"},
+                "from": {"type": "string"}, "flow": {"type": "string"}, "revision": {"type": "integer"},
+                "kept_inputs": {"type": "integer"}, "dropped_inputs": {"type": "integer"},
+                "existing": {"type": "boolean"}}}),
+            [false, false, true],
+        ),
+        (
             "palm_inspect",
             "A job's journal and tree",
             "A job's journal (every event, oldest first; the newest events_max) and its tree \
@@ -607,7 +633,7 @@ impl ToolSpec {
                 // Jobs run commands and places spawn processes: those reach beyond Palm.
                 .open_world(matches!(
                     self.name,
-                    "palm_submit" | "palm_continue" | "palm_places"
+                    "palm_submit" | "palm_continue" | "palm_retry" | "palm_places"
                 )),
         );
         tool
@@ -798,6 +824,31 @@ pub async fn call(
                 summary: format!(
                     "job {job} {}",
                     value["status"].as_str().unwrap_or("cancelled")
+                ),
+                value,
+            })
+        }
+        "palm_retry" => {
+            let job = required_str(tool.name, &arguments, "job", "")?;
+            let from = required_str(tool.name, &arguments, "from", "")?;
+            let revision = arguments
+                .get("revision")
+                .and_then(Value::as_u64)
+                .and_then(|r| u32::try_from(r).ok());
+            let value = ask(
+                link,
+                Request::Retry {
+                    job: job.to_owned(),
+                    from: from.to_owned(),
+                    revision,
+                },
+            )
+            .await?;
+            Ok(Answer {
+                summary: format!(
+                    "job {} retries {job} from node {from}: {}",
+                    value["job"].as_str().unwrap_or("?"),
+                    value["status"].as_str().unwrap_or("?")
                 ),
                 value,
             })
@@ -1719,6 +1770,7 @@ mod tests {
             "palm_jobs",
             "palm_continue",
             "palm_cancel",
+            "palm_retry",
             "palm_inspect",
             "palm_places",
             "palm_tree",

@@ -237,6 +237,14 @@ fn stdio_sessions_survive_bad_input_oversized_requests_and_cancellation() {
         cancelled["result"]["structuredContent"]["status"], "cancelled",
         "{cancelled}"
     );
+    // An ended job is retried from a node, as a new job; asking again answers the same.
+    let retried = session.call(20, "palm_retry", json!({"job": long["job"], "from": "0"}));
+    let retry = &retried["result"]["structuredContent"];
+    assert_eq!(retry["retry_of"], long["job"], "{retried}");
+    assert_eq!(retry["existing"], false, "{retried}");
+    let again = session.call(21, "palm_retry", json!({"job": long["job"], "from": "0"}));
+    assert_eq!(again["result"]["structuredContent"]["job"], retry["job"]);
+    assert_eq!(again["result"]["structuredContent"]["existing"], true);
 
     // The prompt and its argument check.
     let prompts = session.request(13, "prompts/list", json!({}));
@@ -260,7 +268,7 @@ fn tools_answer_structured_content_and_text() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tools.len(), 17, "{listed}");
+    assert_eq!(tools.len(), 18, "{listed}");
     for tool in &tools {
         assert!(tool["outputSchema"].is_object(), "{tool}");
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
