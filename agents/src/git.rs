@@ -374,6 +374,22 @@ pub fn disk_use(path: &Path) -> u64 {
     total
 }
 
+/// True when a job in `status` may still use its worktree (`palm worktrees gc` keeps it).
+pub fn job_is_live(status: &str) -> bool {
+    matches!(status, "pending" | "running" | "waiting")
+}
+
+/// One worktree as `palm worktrees list --json` and `GET /v1/worktrees` show it: the
+/// [`Found`] fields plus `bytes` (its disk use), its job's `status` (`unknown` when the
+/// node has no such job) and `live`.
+pub fn describe_worktree(tree: &Found, status: &str) -> serde_json::Value {
+    let mut value = serde_json::to_value(tree).unwrap_or(serde_json::Value::Null);
+    value["bytes"] = serde_json::json!(disk_use(&tree.path));
+    value["status"] = serde_json::json!(status);
+    value["live"] = serde_json::json!(job_is_live(status));
+    value
+}
+
 /// Every job worktree under `root` (`root/<job>/<name>`).
 pub fn list_worktrees(root: &Path) -> Vec<Found> {
     let mut found = Vec::new();

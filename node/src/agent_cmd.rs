@@ -270,31 +270,16 @@ async fn worktrees_with_status(
     Ok(listed)
 }
 
-fn is_live(status: &str) -> bool {
-    matches!(status, "pending" | "running" | "waiting")
-}
-
 /// `palm worktrees list|gc`.
 pub async fn worktrees(ctx: &Ctx, command: WorktreesCommand) -> CliResult {
     let listed = worktrees_with_status(ctx).await?;
     match command {
         WorktreesCommand::List => {
-            let sizes: Vec<u64> = listed
-                .iter()
-                .map(|(tree, _)| palm_agents::git::disk_use(&tree.path))
-                .collect();
-            let total: u64 = sizes.iter().sum();
             let trees: Vec<Value> = listed
                 .iter()
-                .zip(&sizes)
-                .map(|((tree, status), bytes)| {
-                    let mut v = serde_json::to_value(tree).unwrap_or(Value::Null);
-                    v["bytes"] = json!(bytes);
-                    v["status"] = json!(status);
-                    v["live"] = json!(is_live(status));
-                    v
-                })
+                .map(|(tree, status)| palm_agents::git::describe_worktree(tree, status))
                 .collect();
+            let total: u64 = trees.iter().filter_map(|t| t["bytes"].as_u64()).sum();
             print(ctx, &json!({"worktrees": trees, "bytes": total}), |o, v| {
                 let list = v["worktrees"].as_array().cloned().unwrap_or_default();
                 if list.is_empty() {
@@ -325,7 +310,7 @@ pub async fn worktrees(ctx: &Ctx, command: WorktreesCommand) -> CliResult {
             let mut freed = 0;
             let mut failures = Vec::new();
             for (tree, status) in listed {
-                if is_live(&status) {
+                if palm_agents::git::job_is_live(&status) {
                     kept += 1;
                     continue;
                 }

@@ -54,6 +54,10 @@ impl palm_web::Backend for Backend {
     fn token_ok(&self, _: &str) -> bool {
         false
     }
+
+    fn data_dir(&self) -> &std::path::Path {
+        &self.genome.info.data
+    }
 }
 
 /// Runs the benchmark.

@@ -25,6 +25,10 @@ impl palm_web::Backend for NodeBackend {
     fn token_ok(&self, token: &str) -> bool {
         palm_node::api_tokens::verify(&self.genome.info.data, token, palm_node::genome::now_ms())
     }
+
+    fn data_dir(&self) -> &std::path::Path {
+        &self.genome.info.data
+    }
 }
 
 /// `HOST:PORT`, `:PORT` or `PORT` (the last two on loopback).

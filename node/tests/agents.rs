@@ -1116,3 +1116,135 @@ fn orphan_worktrees_are_saved_and_removed_at_boot() {
         1
     );
 }
+
+/// `METHOD PATH` with a JSON body on the node's REST API: (status, the body as JSON, or
+/// as a string when it is not JSON).
+fn rest(port: u16, method: &str, path: &str, body: &str) -> (u16, Value) {
+    // `\0` never appears: read the whole answer (the connection closes after it).
+    let (status, text) = common::http(port, method, path, None, body, "\0");
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let value = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
+    (status, value)
+}
+
+/// What runs leave on disk, over REST on a running node: a job's patch (listed, shown,
+/// applied through the merge queue, refused a second time, reverted), its worktree with
+/// the job's status, and its check's log as an artifact.
+#[test]
+fn patches_worktrees_and_artifacts_are_served_over_rest() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let port = common::free_port();
+    let address = format!("127.0.0.1:{port}");
+    let _up = Up::start_env(data.path(), &["--http", &address], &env.vars());
+    let repo_text = repo.path().display().to_string();
+    let flow = format!(
+        "name: edit-and-check\ntree:\n  sequence:\n    - agent: {{ provider: claude, prompt: \"EDIT a.txt two\", repo: \"{repo_text}\", save: run }}\n    - verify: {{ cmd: \"grep -c two a.txt\", repo: \"{repo_text}\", save: check }}\n"
+    );
+    let file = data.path().join("edit.yaml");
+    std::fs::write(&file, flow).expect("flow");
+    let ran = palm_env(
+        data.path(),
+        &["run", &file.display().to_string(), "--json"],
+        &env.vars(),
+    );
+    assert_eq!(ran.code, 0, "{} {}", ran.stdout, ran.stderr);
+    let view = ran.json();
+    let job = view["job"].as_str().expect("job").to_owned();
+    let patch = view["state"]["run"]["patch"]["id"]
+        .as_str()
+        .expect("patch")
+        .to_owned();
+
+    let (status, listed) = rest(port, "GET", &format!("/v1/patches?job={job}"), "");
+    assert_eq!(status, 200, "{listed}");
+    let patches = listed["patches"].as_array().expect("patches");
+    assert_eq!(patches.len(), 1, "{listed}");
+    assert_eq!(
+        (patches[0]["id"].as_str(), patches[0]["status"].as_str()),
+        (Some(patch.as_str()), Some("pending"))
+    );
+    let (status, shown) = rest(port, "GET", &format!("/v1/patches/{patch}"), "");
+    assert_eq!(status, 200);
+    assert!(
+        shown["diff"].as_str().unwrap_or_default().contains("+two"),
+        "{shown}"
+    );
+    let (status, missing) = rest(port, "GET", "/v1/patches/0123abcd", "");
+    assert_eq!(
+        (status, missing["kind"].as_str()),
+        (404, Some("unknown_patch"))
+    );
+
+    let (status, trees) = rest(port, "GET", "/v1/worktrees", "");
+    assert_eq!(status, 200, "{trees}");
+    let ours: Vec<&Value> = trees["worktrees"]
+        .as_array()
+        .expect("worktrees")
+        .iter()
+        .filter(|t| t["job"] == job.as_str())
+        .collect();
+    assert_eq!(ours.len(), 1, "{trees}");
+    assert_eq!(ours[0]["status"], "succeeded");
+    assert_eq!(ours[0]["live"], false);
+    assert!(ours[0]["bytes"].as_u64().unwrap_or(0) > 0);
+
+    let (status, applied) = rest(port, "POST", &format!("/v1/patches/{patch}/apply"), "{}");
+    assert_eq!(status, 200, "{applied}");
+    assert_eq!(applied["status"], "applied");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).expect("a.txt"),
+        "one\ntwo\n"
+    );
+    let (status, again) = rest(port, "POST", &format!("/v1/patches/{patch}/apply"), "{}");
+    assert_eq!(
+        (status, again["kind"].as_str()),
+        (409, Some("already_applied")),
+        "{again}"
+    );
+    let (status, reverted) = rest(port, "POST", &format!("/v1/patches/{patch}/revert"), "");
+    assert_eq!(status, 200, "{reverted}");
+    assert_eq!(reverted["status"], "reverted");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).expect("a.txt"),
+        "one\n"
+    );
+
+    let (status, artifacts) = rest(port, "GET", &format!("/v1/jobs/{job}/artifacts"), "");
+    assert_eq!(status, 200, "{artifacts}");
+    let list = artifacts["artifacts"].as_array().expect("artifacts");
+    assert_eq!(list.len(), 1, "{artifacts}");
+    let name = list[0]["name"].as_str().expect("name").to_owned();
+    assert!(
+        name.starts_with("verify-") && name.ends_with(".log"),
+        "{name}"
+    );
+    let (status, log) = rest(port, "GET", &format!("/v1/jobs/{job}/artifacts/{name}"), "");
+    assert_eq!(status, 200);
+    assert_eq!(log, json!(1), "grep -c printed the count: {log}");
+    let (status, escape) = rest(
+        port,
+        "GET",
+        &format!("/v1/jobs/{job}/artifacts/..%2Fpalm.yaml"),
+        "",
+    );
+    assert_eq!(
+        (status, escape["kind"].as_str()),
+        (400, Some("invalid_input")),
+        "{escape}"
+    );
+    // The job's Explorer page links both.
+    let (status, page) = rest(port, "GET", &format!("/jobs/{job}"), "");
+    let page = page.as_str().unwrap_or_default().to_owned();
+    assert_eq!(status, 200);
+    assert!(page.contains("Left on disk"), "{page}");
+    assert!(page.contains(&format!("href=\"/v1/patches/{patch}\"")));
+    assert!(page.contains(&format!("href=\"/v1/jobs/{job}/artifacts/{name}\"")));
+    let (status, none) = rest(port, "GET", "/v1/jobs/nojob/artifacts", "");
+    assert_eq!(
+        (status, none["kind"].as_str()),
+        (404, Some("unknown_job")),
+        "{none}"
+    );
+}

@@ -429,42 +429,9 @@ fn the_python_sdk_drives_the_approval_example() {
     assert_eq!(status.json()["status"], "succeeded");
 }
 
-/// One HTTP/1.1 request on a fresh connection: (status, body read so far). The body of
-/// an SSE answer is read until `until` appears (the stream may stay open).
+/// A POST to the MCP endpoint (see `common::http`).
 fn http(port: u16, path: &str, token: Option<&str>, body: &str, until: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\n{auth}Content-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut received = Vec::new();
-    let mut buffer = [0u8; 4096];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => received.extend_from_slice(&buffer[..n]),
-        }
-        if String::from_utf8_lossy(&received).contains(until) {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&received).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    common::http(port, "POST", path, token, body, until)
 }
 
 #[test]

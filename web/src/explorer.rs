@@ -937,6 +937,7 @@ async fn job_page(
         .map(|w| w.iter().map(wait_form).collect())
         .unwrap_or_default();
     let (node, waiting) = node_name(&backend).await;
+    let left = crate::outputs::left_by(&backend, &id).await;
     render(
         "job.html",
         context! {
@@ -951,6 +952,7 @@ async fn job_page(
             tree => tree_view(&inspected["tree"]),
             state => serde_json::to_string_pretty(&view["state"]).unwrap_or_default(),
             effects => effects, events => events,
+            patches => left["patches"], artifacts => left["artifacts"],
         },
     )
 }

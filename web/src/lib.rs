@@ -8,6 +8,7 @@
 //!
 //! - [`rest`]: the `/v1` routes;
 //! - [`openapi`]: the OpenAPI 3.1 document served at `/v1/openapi.json`;
+//! - [`outputs`]: what runs leave on disk (patches, worktrees, artifacts);
 //! - [`problem`]: control errors as problem documents, with their HTTP status;
 //! - [`explorer`]: the Explorer's pages (inbox, jobs, a job, places, tree), live over SSE;
 //! - [`auth`]: loopback is trusted; from anywhere else a bearer token (`palm token create
@@ -16,6 +17,7 @@
 pub mod auth;
 pub mod explorer;
 pub mod openapi;
+pub mod outputs;
 pub mod problem;
 pub mod rest;
 
@@ -34,6 +36,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// True when `token` is a live API token of this node (`palm token create --role api`).
     fn token_ok(&self, token: &str) -> bool;
+
+    /// The node's data directory: patches, worktrees and artifacts live under it.
+    fn data_dir(&self) -> &std::path::Path;
 }
 
 /// The whole web surface: the REST API and the Explorer, behind the token check.

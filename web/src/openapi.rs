@@ -21,7 +21,12 @@ pub struct Operation {
     pub body: Option<&'static str>,
     /// The status of a success.
     pub success: u16,
+    /// The media type of a success ([`JSON`] but for raw files).
+    pub media: &'static str,
 }
+
+/// A success answered with the CLI's `--json` document.
+pub const JSON: &str = "application/json";
 
 /// Every endpoint of `/v1`.
 pub const OPERATIONS: &[Operation] = &[
@@ -33,6 +38,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -55,6 +61,7 @@ pub const OPERATIONS: &[Operation] = &[
         ],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -66,6 +73,7 @@ pub const OPERATIONS: &[Operation] = &[
             r#"{"type": "object", "required": ["flow"], "properties": {"flow": {"description": "A stored flow's name, a definition (YAML/JSON text or a JSON object), or {name, revision} / {source, origin}"}, "input": {"type": "object"}, "args": {"type": "array", "items": {"type": "string"}}, "revision": {"type": "integer", "minimum": 1}}}"#,
         ),
         success: 201,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -75,6 +83,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -84,6 +93,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -97,6 +107,7 @@ pub const OPERATIONS: &[Operation] = &[
         )],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -108,6 +119,7 @@ pub const OPERATIONS: &[Operation] = &[
             r#"{"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}, "input": {}}}"#,
         ),
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -117,6 +129,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: Some(r#"{"type": "object", "properties": {"reason": {"type": "string"}}}"#),
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -128,6 +141,7 @@ pub const OPERATIONS: &[Operation] = &[
             r#"{"type": "object", "required": ["from"], "properties": {"from": {"type": "string", "description": "The node's path, as the journal's tree shows it"}, "revision": {"type": "integer", "minimum": 1}}}"#,
         ),
         success: 201,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -137,6 +151,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[("limit", "integer", "At most this many")],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -146,6 +161,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -157,6 +173,7 @@ pub const OPERATIONS: &[Operation] = &[
             r#"{"type": "object", "required": ["source"], "properties": {"source": {"type": "string"}, "origin": {"type": "string"}}}"#,
         ),
         success: 201,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -168,6 +185,7 @@ pub const OPERATIONS: &[Operation] = &[
             r#"{"type": "object", "required": ["source"], "properties": {"source": {"type": "string"}, "origin": {"type": "string"}}}"#,
         ),
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -177,6 +195,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[("revision", "integer", "This revision (default the latest)")],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -186,6 +205,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -195,6 +215,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -204,6 +225,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "get",
@@ -213,6 +235,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -222,6 +245,7 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: Some(r#"{"type": "object", "properties": {"data": {}}}"#),
         success: 200,
+        media: JSON,
     },
     Operation {
         method: "post",
@@ -233,6 +257,7 @@ pub const OPERATIONS: &[Operation] = &[
             r#"{"type": "object", "required": ["role"], "properties": {"role": {"type": "string", "enum": ["api", "realm", "edge"]}, "name": {"type": "string"}, "ttl_ms": {"type": "integer", "minimum": 1}}}"#,
         ),
         success: 201,
+        media: JSON,
     },
     Operation {
         method: "delete",
@@ -242,6 +267,79 @@ pub const OPERATIONS: &[Operation] = &[
         query: &[],
         body: None,
         success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/patches",
+        id: "listPatches",
+        summary: "The patches agent runs left, newest first (as `palm patches list --json`)",
+        query: &[("job", "string", "Only this job's patches")],
+        body: None,
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/patches/{id}",
+        id: "showPatch",
+        summary: "One patch with its diff and secret-scan findings",
+        query: &[],
+        body: None,
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/patches/{id}/apply",
+        id: "applyPatch",
+        summary: "Land a patch on a branch through the merge queue; a conflict changes nothing and answers 409 with the conflicting paths",
+        query: &[],
+        body: Some(
+            r#"{"type": "object", "properties": {"to": {"type": "string", "description": "The branch to land on (default: the checkout's current branch)"}}}"#,
+        ),
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "post",
+        path: "/v1/patches/{id}/revert",
+        id: "revertPatch",
+        summary: "Undo one applied patch",
+        query: &[],
+        body: None,
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/worktrees",
+        id: "listWorktrees",
+        summary: "The jobs' git worktrees on this node, with disk use and each job's status",
+        query: &[],
+        body: None,
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/jobs/{id}/artifacts",
+        id: "listArtifacts",
+        summary: "A job's artifacts on this node (a check's log, ...): name, bytes, modified_at",
+        query: &[],
+        body: None,
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/jobs/{id}/artifacts/{name}",
+        id: "getArtifact",
+        summary: "One artifact's bytes (text/plain for logs)",
+        query: &[],
+        body: None,
+        success: 200,
+        media: "application/octet-stream",
     },
 ];
 
@@ -270,8 +368,8 @@ pub fn document() -> Value {
             "summary": op.summary,
             "responses": {
                 op.success.to_string(): {
-                    "description": "Success: the same JSON as the CLI's --json",
-                    "content": {"application/json": {"schema": {}}}
+                    "description": if op.media == JSON { "Success: the same JSON as the CLI's --json" } else { "Success: the file's bytes" },
+                    "content": {op.media: {"schema": {}}}
                 },
                 "default": {
                     "description": "A problem (RFC 9457)",

@@ -57,7 +57,8 @@ pub fn status_of(body: &ErrorBody) -> StatusCode {
     }
     match kind {
         "not_waiting" | "job_finished" | "refused" | "already_running" | "conflict" | "revoked"
-        | "not_ended" | "not_retryable" => StatusCode::CONFLICT,
+        | "not_ended" | "not_retryable" | "already_applied" | "not_applied" | "patch_blocked"
+        | "patch_violation" => StatusCode::CONFLICT,
         "not_root" | "forbidden" => StatusCode::FORBIDDEN,
         "unauthorized" => StatusCode::UNAUTHORIZED,
         "payload_too_large" => StatusCode::PAYLOAD_TOO_LARGE,

@@ -17,8 +17,13 @@
 //! | `GET /v1/places`, `/v1/vitality`, `/v1/tree`, `/v1/interests` | the same-named requests |
 //! | `POST /v1/events/{name}` `{"data"}` | `emit` |
 //! | `POST /v1/tokens` `{"name", "role", "ttl_ms"}`, `DELETE /v1/tokens/{name}` | `token_create`, `token_revoke` |
+//!
+//! Patches (`/v1/patches`, `/v1/patches/{id}`, `.../apply` `{"to"}`, `.../revert`),
+//! worktrees (`/v1/worktrees`) and a job's artifacts (`/v1/jobs/{id}/artifacts[/{name}]`)
+//! are files under the node's data directory, served by [`outputs`].
 
 use crate::Backend;
+use crate::outputs;
 use crate::problem::Problem;
 use axum::Router;
 use axum::body::Bytes;
@@ -62,6 +67,13 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/v1/events/{name}", post(emit))
         .route("/v1/tokens", post(token_create))
         .route("/v1/tokens/{name}", delete(token_revoke))
+        .route("/v1/patches", get(outputs::list_patches))
+        .route("/v1/patches/{id}", get(outputs::show_patch))
+        .route("/v1/patches/{id}/apply", post(outputs::apply_patch))
+        .route("/v1/patches/{id}/revert", post(outputs::revert_patch))
+        .route("/v1/worktrees", get(outputs::list_worktrees))
+        .route("/v1/jobs/{id}/artifacts", get(outputs::list_artifacts))
+        .route("/v1/jobs/{id}/artifacts/{name}", get(outputs::get_artifact))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
 }
@@ -89,7 +101,7 @@ fn answer(result: Result<Value, Problem>) -> Response {
 }
 
 /// A JSON object body, or a problem that says what is wrong with it.
-fn body_object(bytes: &Bytes) -> Result<Map<String, Value>, Problem> {
+pub(crate) fn body_object(bytes: &Bytes) -> Result<Map<String, Value>, Problem> {
     if bytes.is_empty() {
         return Ok(Map::new());
     }
@@ -119,7 +131,7 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-fn field_str(body: &Map<String, Value>, name: &str) -> Result<Option<String>, Problem> {
+pub(crate) fn field_str(body: &Map<String, Value>, name: &str) -> Result<Option<String>, Problem> {
     match body.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),

@@ -27,6 +27,10 @@ impl palm_web::Backend for Backend {
     fn token_ok(&self, token: &str) -> bool {
         palm_node::api_tokens::verify(&self.genome.info.data, token, palm_node::genome::now_ms())
     }
+
+    fn data_dir(&self) -> &std::path::Path {
+        &self.genome.info.data
+    }
 }
 
 pub struct World {
