@@ -391,6 +391,29 @@ fn ago(now_ms: u64, then: &Value) -> String {
     }
 }
 
+/// A moment (ms since the epoch) as UTC wall-clock time, `2026-12-05 14:22:32.903Z`
+/// (civil date from days: Howard Hinnant's algorithm).
+fn utc_time(ms: u64) -> String {
+    let days = (ms / 86_400_000) as i64;
+    let in_day = ms % 86_400_000;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}Z",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    )
+}
+
 /// When a moment still to come is, from now (`in 12 s`; `due now` once past).
 fn until(now_ms: u64, due: u64) -> String {
     if due <= now_ms {
@@ -842,7 +865,7 @@ fn event_row(event: &Value, first_at: u64) -> Value {
     let at = event["at"].as_u64().unwrap_or(0);
     json!({
         "seq": event["seq"], "kind": kind, "path": event["path"].as_str().unwrap_or_default(),
-        "what": what, "at": at, "offset": format!("+{}", at.saturating_sub(first_at)),
+        "what": what, "at": utc_time(at), "offset": format!("+{}", at.saturating_sub(first_at)),
         "json": serde_json::to_string_pretty(event).unwrap_or_default(),
     })
 }
@@ -1586,4 +1609,18 @@ fn diff_hunks(old: &str, new: &str) -> Vec<Value> {
             json!({"lines": lines})
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_read_as_utc_wall_clock_time() {
+        assert_eq!(utc_time(0), "1970-01-01 00:00:00.000Z");
+        assert_eq!(utc_time(1_796_481_208_903), "2026-12-05 14:33:28.903Z");
+        // The last moment of a leap day, and a century that is no leap year after it.
+        assert_eq!(utc_time(951_782_400_000 + 86_399_999), "2000-02-29 23:59:59.999Z");
+        assert_eq!(utc_time(4_102_444_800_000), "2100-01-01 00:00:00.000Z");
+    }
 }
