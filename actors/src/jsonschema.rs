@@ -300,6 +300,9 @@ fn compile_rule(source: &Value, pointer: &str) -> Result<Rule, SchemaError> {
             "oneOf" => rule.one_of = compile_list(value, &here)?,
             "not" => rule.not = Some(Box::new(compile_rule(value, &here)?)),
             annotation if ANNOTATIONS.contains(&annotation) => {}
+            // `x-` keywords are extensions that only annotate (as in OpenAPI): a wizard's
+            // step rides on its wait's schema as `x-palm-wizard`.
+            extension if extension.starts_with("x-") => {}
             unsupported => {
                 return Err(err(
                     &here,

@@ -1620,7 +1620,10 @@ mod tests {
         assert_eq!(utc_time(0), "1970-01-01 00:00:00.000Z");
         assert_eq!(utc_time(1_796_481_208_903), "2026-12-05 14:33:28.903Z");
         // The last moment of a leap day, and a century that is no leap year after it.
-        assert_eq!(utc_time(951_782_400_000 + 86_399_999), "2000-02-29 23:59:59.999Z");
+        assert_eq!(
+            utc_time(951_782_400_000 + 86_399_999),
+            "2000-02-29 23:59:59.999Z"
+        );
         assert_eq!(utc_time(4_102_444_800_000), "2100-01-01 00:00:00.000Z");
     }
 }

@@ -15,6 +15,7 @@ mod rounds;
 mod team;
 mod tick;
 pub mod trace;
+mod wizard;
 
 use crate::definition::{
     Backoff, CallSpec, Definition, LoopRule, NodeKind, RankBy, RunSpec, Span, SpawnSpec, Threshold,
@@ -192,6 +193,14 @@ pub enum SpecKind {
     },
     /// See [`NodeKind::Team`].
     Team(crate::definition::TeamSpec),
+    /// See [`NodeKind::Wizard`]; its children are the commit and, if any, the
+    /// compensation.
+    Wizard {
+        /// The wait key and the answers' blackboard key.
+        key: String,
+        /// The steps.
+        steps: Arc<[crate::definition::WizardStep]>,
+    },
     /// A leaf that replays a script of statuses (the trace harness; never in flows).
     Scripted {
         /// Statuses returned by successive ticks.
@@ -229,6 +238,7 @@ impl SpecKind {
             SpecKind::Loop(_) => "loop",
             SpecKind::BestOf { .. } => "best_of",
             SpecKind::Team(_) => "team",
+            SpecKind::Wizard { .. } => "wizard",
             SpecKind::Scripted { .. } => "leaf",
         }
     }
@@ -448,6 +458,17 @@ impl Program {
                     spec.max_turns
                 ));
                 SpecKind::Team(spec.clone())
+            }
+            NodeKind::Wizard(spec) => {
+                children.push(self.add(&spec.commit, resolve, depth)?);
+                if let Some(compensate) = &spec.compensate {
+                    children.push(self.add(compensate, resolve, depth)?);
+                }
+                detail = Some(format!("key {}, {} steps", spec.key, spec.steps.len()));
+                SpecKind::Wizard {
+                    key: spec.key.clone(),
+                    steps: Arc::clone(&spec.steps),
+                }
             }
             NodeKind::BestOf(spec) => {
                 children.push(self.add(&spec.attempt, resolve, depth)?);
@@ -734,6 +755,7 @@ enum NodeState {
     Loop(rounds::LoopState),
     BestOf(rounds::BestState),
     Team(Box<team::TeamState>),
+    Wizard(Box<wizard::WizardState>),
 }
 
 impl RtNode {
@@ -765,6 +787,7 @@ impl RtNode {
             SpecKind::Loop(_) => NodeState::Loop(Default::default()),
             SpecKind::BestOf { .. } => NodeState::BestOf(Default::default()),
             SpecKind::Team(_) => NodeState::Team(Default::default()),
+            SpecKind::Wizard { .. } => NodeState::Wizard(Box::default()),
             SpecKind::Invert
             | SpecKind::ForceSuccess
             | SpecKind::ForceFailure

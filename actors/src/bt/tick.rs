@@ -57,6 +57,7 @@ pub(super) fn tick_node(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Sta
         SpecKind::Loop(_) => super::rounds::tick_loop(node, p, rt),
         SpecKind::BestOf { .. } => super::rounds::tick_best_of(node, p, rt),
         SpecKind::Team(_) => super::team::tick_team(node, p, rt),
+        SpecKind::Wizard { .. } => super::wizard::tick_wizard(node, p, rt),
         _ => tick_leaf(node, p, rt),
     }
 }
@@ -868,6 +869,15 @@ pub(super) fn stop_node(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: S
         }
         SpecKind::Team(_) => {
             super::team::terminate(node, p, rt);
+            node.status = new;
+        }
+        SpecKind::Wizard { .. } => {
+            super::wizard::terminate(node, rt);
+            for child in node.children.iter_mut() {
+                if child.status.is_running() || new == Status::Idle {
+                    stop_node(child, p, rt, Status::Idle);
+                }
+            }
             node.status = new;
         }
         SpecKind::Invert

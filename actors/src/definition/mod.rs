@@ -386,6 +386,88 @@ pub enum NodeKind {
     BestOf(BestOfSpec),
     /// Agents of mixed providers working a board of tasks with dependencies.
     Team(TeamSpec),
+    /// Questions asked one step at a time on the wait plane, then one commit.
+    Wizard(WizardSpec),
+}
+
+/// `wizard: {key, steps, commit, compensate}`: a form that parks at each step (its draft
+/// is the parked job), can go back, and runs `commit` once every step is answered.
+/// Answers land at `state.<key>.<step id>`. See docs/wizards.md.
+#[derive(Clone, Debug)]
+pub struct WizardSpec {
+    /// The wait key every step parks on; the answers' blackboard key.
+    pub key: String,
+    /// The steps, in order (a `branch` jumps forward).
+    pub steps: Arc<[WizardStep]>,
+    /// What runs once every step is answered: the wizard's only effects.
+    pub commit: Box<Node>,
+    /// What runs when the commit fails (to undo what it did halfway).
+    pub compensate: Option<Box<Node>>,
+}
+
+/// One step of a wizard.
+#[derive(Clone, Debug)]
+pub struct WizardStep {
+    /// Unique within the wizard; the answer's key.
+    pub id: String,
+    /// What to ask (a template over the answers so far).
+    pub prompt: Option<Template>,
+    /// Once passed, this step and those before it cannot be reopened.
+    pub protected: bool,
+    /// What the step asks.
+    pub kind: StepKind,
+}
+
+/// What a wizard step asks.
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    /// One value, checked by a schema.
+    Input {
+        /// The value's schema (any JSON value without one).
+        schema: Option<Schema>,
+        /// The proposed answer.
+        default: Option<ValueTemplate>,
+    },
+    /// One of the options, or (multiple) a list of them.
+    Choice {
+        /// The options.
+        options: Vec<Json>,
+        /// A list of options rather than one.
+        multiple: bool,
+        /// The proposed answer.
+        default: Option<ValueTemplate>,
+    },
+    /// A list built item by item (add, edit, remove, done).
+    Collection {
+        /// Each item's schema.
+        item: Option<Schema>,
+        /// Fewest items `done` accepts.
+        min: u32,
+        /// Most items.
+        max: u32,
+    },
+    /// Asks nothing: the next step is the first case whose condition holds.
+    Branch {
+        /// (condition, index of the step to go to), in order.
+        cases: Vec<(Expr, usize)>,
+        /// Where to go when no case holds (`None`: the next step).
+        otherwise: Option<usize>,
+    },
+    /// The answers shown whole; `commit` confirms them.
+    Summary,
+}
+
+impl StepKind {
+    /// The step type's name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            StepKind::Input { .. } => "input",
+            StepKind::Choice { .. } => "choice",
+            StepKind::Collection { .. } => "collection",
+            StepKind::Branch { .. } => "branch",
+            StepKind::Summary => "summary",
+        }
+    }
 }
 
 /// `team: {members, tasks, repo, parallel, check, max_turns, attempts, key, save}`.
@@ -553,6 +635,7 @@ impl NodeKind {
             NodeKind::Loop(_) => "loop",
             NodeKind::BestOf(_) => "best_of",
             NodeKind::Team(_) => "team",
+            NodeKind::Wizard(_) => "wizard",
         }
     }
 }
@@ -579,6 +662,12 @@ impl Node {
             NodeKind::UntilGreen(spec) => spec.fix.walk(visit),
             NodeKind::Loop(spec) => spec.body.walk(visit),
             NodeKind::BestOf(spec) => spec.attempt.walk(visit),
+            NodeKind::Wizard(spec) => {
+                spec.commit.walk(visit);
+                if let Some(compensate) = &spec.compensate {
+                    compensate.walk(visit);
+                }
+            }
             _ => {}
         }
     }

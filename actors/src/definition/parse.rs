@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 
 mod team;
 mod verification;
+mod wizard;
 pub use team::{MERGE_PROVIDER, PREDICT_PROVIDER, turn_schema};
 pub use verification::{
     ATTEMPT_BINDING, FIX_BINDINGS, GATE_PROVIDER, RANK_PROVIDER, VERIFY_PARSERS, VERIFY_PROVIDER,
@@ -48,6 +49,7 @@ pub const NODE_TYPES: &[&str] = &[
     "loop",
     "best_of",
     "team",
+    "wizard",
 ];
 
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
@@ -1150,6 +1152,7 @@ impl Parser {
             "loop" => self.loop_node(span, body),
             "best_of" => self.best_of(span, body),
             "team" => self.team(span, body),
+            "wizard" => self.wizard(span, body),
             _ => {
                 self.unknown_type(span, node_type);
                 None
@@ -2292,6 +2295,7 @@ tree:
       - loop: { do: { set: { iteration: done } }, max_iterations: 3, stagnation: 2, every: 1s, timeout: 1h, key: "l-{{ input.who }}", save: looped }
       - best_of: { n: 2, providers: [claude, codex], attempt: { agent: { prompt: "try {{ attempt.index }}" } }, rank: [verify, diff_size] }
       - team: { members: [{name: ann, provider: claude}, {name: ben, provider: codex, mode: observe}], tasks: [{id: a, title: x}, {id: b, depends_on: [a]}], repo: ".", parallel: 2, check: "cargo test", max_turns: 9, attempts: 2, turn_timeout: 5m }
+      - wizard: { key: form, steps: [{input: {id: a, prompt: "A?", schema: {type: string}, default: x, protected: true}}, {choice: {id: b, options: [x, y], multiple: true}}, {branch: {id: r, cases: [{when: "state.form.a == 'x'", goto: d}], else: c}}, {collection: {id: c, item: {type: integer}, min: 1, max: 3}}, {summary: {id: d}}], commit: { run: "echo {{ state.form.a }}" }, compensate: succeed }
 "#;
         let definition = parse(source, "f.yaml").unwrap_or_else(|d| panic!("{d:#?}"));
         let mut types = Vec::new();
