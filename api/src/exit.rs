@@ -13,6 +13,7 @@
 //! | 8 | the job failed: its loop ended `blocked` |
 //! | 9 | the job failed: no progress (a loop `stagnated`, an until_green `stalled`) |
 //! | 10 | the job failed: out of rounds, iterations or time (`exhausted`) |
+//! | 130 | interrupted by Ctrl-C at a prompt (`palm wizard`: the draft is kept) |
 //!
 //! Codes 7 to 10 come from the job's `outcome` (how its last `loop` or `until_green`
 //! ended, when nothing failed after it); without one, the status decides (0, 3, 4, 5).
@@ -45,6 +46,8 @@ pub enum Code {
     Stagnated = 9,
     /// 10
     Exhausted = 10,
+    /// 130 (128 + SIGINT, the shell's convention)
+    Interrupted = 130,
 }
 
 impl Code {

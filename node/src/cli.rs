@@ -167,6 +167,10 @@ pub enum Command {
     /// Do a task: route it within the edit ceiling, run it (or the built-in
     /// plan-and-verify flow when nothing fits) and report what ran, verdicts and patches.
     Start(StartArgs),
+    /// Wizards: forms asked one step at a time, each step a parked wait (the draft
+    /// survives Ctrl-C, a crash, a week away); start one, or resume one anywhere.
+    #[command(subcommand)]
+    Wizard(WizardCommand),
     /// A team of agents (mixed providers) on a durable board of tasks: start, status,
     /// post, resume, stop.
     #[command(subcommand)]
@@ -304,6 +308,53 @@ pub struct RetryArgs {
     /// Stop waiting after this long (e.g. 30s); the job goes on.
     #[arg(long)]
     pub timeout: Option<String>,
+}
+
+/// `palm wizard ...`.
+#[derive(Debug, Subcommand)]
+pub enum WizardCommand {
+    /// Start a flow whose tree is a wizard and answer its steps (prompts on a terminal;
+    /// without one, every answer comes from --set and --yes).
+    Start(WizardStartArgs),
+    /// Continue a wizard at the step it waits on, with the answers so far kept.
+    Resume(WizardResumeArgs),
+}
+
+/// How a wizard's steps are answered without prompts.
+#[derive(Debug, Clone, Args)]
+pub struct WizardAnswers {
+    /// Answer a step: STEP=VALUE (VALUE is JSON, or else text), STEP.FIELD=VALUE for a
+    /// step that asks an object; repeat it for a collection's items (or give a JSON list).
+    #[arg(long = "set", value_name = "STEP=VALUE")]
+    pub set: Vec<String>,
+    /// Accept each step's proposed answer (its default, or the answer given before);
+    /// a collection is done once it holds enough items; the summary commits.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// `palm wizard start`.
+#[derive(Debug, Args)]
+pub struct WizardStartArgs {
+    /// A flow file (YAML/JSON) or the name of a stored flow.
+    pub flow: String,
+    /// Run this stored revision.
+    #[arg(long)]
+    pub revision: Option<u32>,
+    /// The flow's inputs, `key=value`.
+    #[arg(value_name = "KEY=VALUE")]
+    pub inputs: Vec<String>,
+    #[command(flatten)]
+    pub answers: WizardAnswers,
+}
+
+/// `palm wizard resume`.
+#[derive(Debug, Args)]
+pub struct WizardResumeArgs {
+    /// The wizard's job.
+    pub job: String,
+    #[command(flatten)]
+    pub answers: WizardAnswers,
 }
 
 /// `palm flows ...`.

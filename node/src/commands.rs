@@ -88,6 +88,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Agents(command) => crate::agent_cmd::agents(&ctx, command),
         Command::Route(args) => crate::route_cmd::route(&ctx, args).await,
         Command::Team(command) => crate::team_cmd::run(&ctx, command).await,
+        Command::Wizard(command) => crate::wizard_cmd::run(&ctx, command).await,
         Command::Start(args) => crate::route_cmd::start(&ctx, args).await,
         Command::Worktrees(command) => crate::agent_cmd::worktrees(&ctx, command).await,
         Command::Completions { shell } => {

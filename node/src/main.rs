@@ -37,6 +37,7 @@ mod team_cmd;
 mod tokens_cmd;
 mod validate;
 mod web;
+mod wizard_cmd;
 
 use clap::Parser;
 use exit::CliError;

@@ -326,6 +326,10 @@ fn park(
         "of": asking.len(),
         "protected": step.protected,
         "back": back,
+        "steps": asking
+            .iter()
+            .map(|&i| json!({"id": steps[i].id, "kind": steps[i].kind.type_name()}))
+            .collect::<Vec<_>>(),
     });
     let mut moves: Vec<(&str, Value)> = Vec::new();
     let proposal = |default: &Option<crate::definition::ValueTemplate>| -> Result<Value, String> {
@@ -393,6 +397,7 @@ fn park(
                 moves.push(("done", json!({"const": true})));
             }
             about["items"] = Value::Array(items);
+            about["item_schema"] = item_schema;
             about["min"] = json!(min);
             about["max"] = json!(max);
         }

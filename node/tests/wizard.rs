@@ -1,0 +1,324 @@
+//! End-to-end: `palm wizard` on the example six-step wizard (a branch and a collection)
+//! through real `palm` processes — in a real terminal (tmux: keys sent, the screen read
+//! back) with Esc going back, Ctrl-C quitting with 130 and `resume` in a new terminal at
+//! the same step; with flags only and no terminal; across a kill -9 of the node between
+//! two steps; and a commit submitted twice running once.
+
+mod common;
+
+use common::{Up, data_dir, example, palm, palm_bin};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A tmux server of the test's own (its own socket), one session per terminal.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// `None` where tmux is missing (a skip; under CI a failure).
+    fn new(name: &str) -> Option<Tmux> {
+        let found = Command::new("tmux").arg("-V").output().is_ok();
+        if !found {
+            assert!(
+                std::env::var("CI").is_err(),
+                "tmux is missing (.ci/run installs it)"
+            );
+            eprintln!("tmux is not installed here; CI runs this test");
+            return None;
+        }
+        Some(Tmux {
+            socket: format!("palm-test-{}-{name}", std::process::id()),
+        })
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux")
+    }
+
+    /// Opens a terminal running `palm --data DATA ARGS`, then prints `EXIT=<code>`.
+    fn open(&self, session: &str, data: &Path, args: &str) {
+        let command = format!(
+            "PALM_LOG=warn {} --data {} {args}; echo EXIT=$?; sleep 600",
+            palm_bin(),
+            data.display()
+        );
+        let out = self.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "140",
+            "-y",
+            "40",
+            &command,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Esc must reach the program at once, not wait to become a meta key.
+        self.tmux(&["set-option", "-g", "escape-time", "0"]);
+    }
+
+    fn keys(&self, session: &str, keys: &[&str]) {
+        for key in keys {
+            let literal = !matches!(*key, "Enter" | "Escape" | "C-c" | "Down" | "Up" | "Space");
+            let mut args = vec!["send-keys", "-t", session];
+            if literal {
+                args.push("-l");
+            }
+            args.push(key);
+            self.tmux(&args);
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn screen(&self, session: &str) -> String {
+        String::from_utf8_lossy(
+            &self
+                .tmux(&["capture-pane", "-p", "-J", "-t", session])
+                .stdout,
+        )
+        .into_owned()
+    }
+
+    /// Waits until the screen shows `text`; panics with the screen otherwise.
+    fn wait_for(&self, session: &str, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen(session);
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{text}` never appeared; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+fn status(data: &Path, job: &str) -> Value {
+    palm(data, &["status", job, "--json"]).json()
+}
+
+fn only_job(data: &Path) -> String {
+    let jobs = palm(data, &["jobs", "--json"]).json();
+    jobs["jobs"][0]["job"].as_str().expect("a job").to_owned()
+}
+
+/// The step a job waits on (`x-palm-wizard` of its wait's schema).
+fn current_step(view: &Value) -> Value {
+    view["waiting_on"][0]["schema"]["x-palm-wizard"].clone()
+}
+
+/// How many times the commit (the wizard's only `run`) was asked for.
+fn commits(data: &Path, job: &str) -> usize {
+    let journal = palm(data, &["inspect", job, "--json"]).json();
+    journal["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "effect_requested" && e["request"].get("run").is_some())
+        .count()
+}
+
+#[test]
+fn a_terminal_wizard_goes_back_quits_with_130_and_resumes_elsewhere_at_the_same_step() {
+    let Some(tmux) = Tmux::new("terminal") else {
+        return;
+    };
+    let data = data_dir();
+    let flow = example("wizard");
+    tmux.open("one", data.path(), &format!("wizard start {flow}"));
+    tmux.wait_for("one", "[1/6] Service name");
+    tmux.keys("one", &["ledger", "Enter"]);
+    tmux.wait_for("one", "[2/6] Language of ledger");
+    tmux.keys("one", &["Enter"]); // rust, the proposal
+    tmux.wait_for("one", "[3/6] Rust edition");
+    tmux.keys("one", &["Enter"]);
+    tmux.wait_for("one", "[4/6] Features");
+    // Esc: back to the edition, which proposes the answer given.
+    tmux.keys("one", &["Escape"]);
+    let screen = tmux.wait_for("one", "<canceled>");
+    assert!(
+        screen.matches("[3/6] Rust edition").count() >= 2,
+        "{screen}"
+    );
+    tmux.keys("one", &["Up", "Enter"]); // 2021 this time
+    tmux.wait_for("one", "[4/6] Features");
+    tmux.keys("one", &["Enter"]);
+    tmux.wait_for("one", "[5/6] Endpoints");
+    tmux.keys("one", &["Enter"]); // Add an item
+    tmux.wait_for("one", "Item");
+    tmux.keys("one", &["/invoices", "Enter"]);
+    tmux.wait_for("one", "Remove #1: /invoices");
+    // Ctrl-C: quit, the draft kept.
+    tmux.keys("one", &["C-c"]);
+    let screen = tmux.wait_for("one", "EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(
+        screen.contains("the draft is kept: palm wizard resume"),
+        "{screen}"
+    );
+
+    let job = only_job(data.path());
+    let view = status(data.path(), &job);
+    assert_eq!(view["status"], "waiting");
+    assert_eq!(current_step(&view)["step"], "endpoints");
+    assert_eq!(
+        view["state"]["service"],
+        json!({"name": "ledger", "language": "rust", "edition": "2021",
+               "features": ["metrics"], "endpoints": ["/invoices"]})
+    );
+    assert_eq!(
+        commits(data.path(), &job),
+        0,
+        "nothing runs before the commit"
+    );
+
+    // Another terminal: the same step, the item still there.
+    tmux.open("two", data.path(), &format!("wizard resume {job}"));
+    tmux.wait_for("two", "[5/6] Endpoints");
+    tmux.wait_for("two", "Edit #1: /invoices");
+    tmux.keys("two", &["Enter"]); // Done (1 items)
+    let screen = tmux.wait_for("two", "Commit these answers?");
+    assert!(
+        screen.contains("the same without questions: palm wizard start"),
+        "{screen}"
+    );
+    tmux.keys("two", &["y", "Enter"]);
+    let screen = tmux.wait_for("two", "EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    let view = status(data.path(), &job);
+    assert_eq!(view["status"], "succeeded");
+    assert!(
+        view["state"]["created"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("created ledger (rust) with 1 endpoints"),
+        "{view}"
+    );
+    // Committed again: refused, and the commit ran once.
+    let again = palm(
+        data.path(),
+        &[
+            "continue",
+            &job,
+            "--key",
+            "service",
+            "--input",
+            r#"{"commit": true}"#,
+        ],
+    );
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert_eq!(commits(data.path(), &job), 1);
+}
+
+#[test]
+fn without_a_terminal_flags_answer_every_step_and_a_crash_between_steps_loses_nothing() {
+    let data = data_dir();
+    let flow = example("wizard");
+    let up = Up::start(data.path(), &[]);
+    // Nothing to answer with: exit 2, naming the flags still missing.
+    let missing = palm(data.path(), &["wizard", "start", &flow]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(
+        missing
+            .stderr
+            .contains("still missing: --set name=… --set language=…"),
+        "{}",
+        missing.stderr
+    );
+    // Two answers given, the third step missing: both are kept.
+    let partial = palm(
+        data.path(),
+        &[
+            "wizard",
+            "start",
+            &flow,
+            "--set",
+            "name=ledger",
+            "--set",
+            "language=go",
+        ],
+    );
+    assert_eq!(partial.code, 2, "{}", partial.stderr);
+    assert!(
+        partial.stderr.contains("step 4/6 `features`"),
+        "{}",
+        partial.stderr
+    );
+    let jobs = palm(data.path(), &["jobs", "--json"]).json();
+    let job = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| {
+            status(data.path(), j["job"].as_str().unwrap_or(""))["state"]["service"]["name"]
+                == "ledger"
+        })
+        .and_then(|j| j["job"].as_str())
+        .expect("the partial wizard")
+        .to_owned();
+    // kill -9 between two steps, then a new node: no answer lost.
+    up.kill9();
+    let up = Up::start(data.path(), &[]);
+    let view = status(data.path(), &job);
+    assert_eq!(view["status"], "waiting");
+    assert_eq!(current_step(&view)["step"], "features");
+    assert_eq!(
+        view["state"]["service"],
+        json!({"name": "ledger", "language": "go"})
+    );
+    // A wrong answer is refused with the step named; nothing changes.
+    let wrong = palm(
+        data.path(),
+        &["wizard", "resume", &job, "--set", "features=cobol", "--yes"],
+    );
+    assert_eq!(wrong.code, 2);
+    assert!(wrong.stderr.contains("step `features`"), "{}", wrong.stderr);
+    // The rest by flags and proposals.
+    let done = palm(
+        data.path(),
+        &[
+            "--json",
+            "wizard",
+            "resume",
+            &job,
+            "--set",
+            "features=metrics,auth",
+            "--set",
+            "endpoints=/invoices",
+            "--set",
+            "endpoints=/credits",
+            "--yes",
+        ],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let out = done.json();
+    assert_eq!(out["status"], "succeeded");
+    assert_eq!(
+        out["answers"],
+        json!({"name": "ledger", "language": "go", "features": ["metrics", "auth"],
+               "endpoints": ["/invoices", "/credits"]})
+    );
+    assert_eq!(commits(data.path(), &job), 1);
+    drop(up);
+}
