@@ -377,6 +377,42 @@ fn build_specs() -> Vec<ToolSpec> {
             [false, false, false],
         ),
         (
+            "palm_wizard",
+            "Fill in a wizard step by step",
+            "A wizard is a flow whose tree asks steps one at a time (input, choice, \
+             collection, branch, summary) and then runs its commit once; every answer is \
+             durable, so a wizard can be finished later or from another surface (the CLI's \
+             palm wizard resume, the Explorer). action=start: start one (flow or source) and \
+             get its first step. action=step: where a wizard is. action=answer: answer the \
+             current step (`answer`: the value; for a collection, the whole list), or make \
+             another move (`move`: {\"add\": ITEM} | {\"edit\": {\"index\", \"item\"}} | \
+             {\"remove\": INDEX} | {\"done\": true}). action=back: reopen the step before, \
+             or `to` a step visited earlier. action=commit: confirm the summary; the commit \
+             runs once (a second commit is refused) and this waits for it to end. Each answer \
+             returns the next step: its id, kind, position n of, prompt, proposal \
+             (`default`), options or items, and `moves`, the JSON Schema of what it accepts.",
+            object(
+                json!({
+                    "action": {"type": "string", "enum": ["start", "step", "answer", "back", "commit"]},
+                    "job": job_field(),
+                    "flow": string("With start: a stored flow's name or a flow file's path."),
+                    "source": {"type": "string", "minLength": 1, "description": "With start: an inline flow definition (YAML or JSON)."},
+                    "input": {"type": "object", "description": "With start: the flow's input fields."},
+                    "answer": {"description": "With answer: the current step's answer (any JSON value the step accepts)."},
+                    "move": {"type": "object", "description": "With answer: a move other than an answer (a collection's add, edit, remove or done)."},
+                    "to": string("With back: the id of the step to reopen (default: the one before)."),
+                    "timeout": {"type": ["string", "integer"], "description": "How long to wait for the next step (or, with commit, for the commit to end) at most: milliseconds or a duration like \"30s\" (default 10m). The wizard goes on either way."}
+                }),
+                &["action"],
+            ),
+            json!({"type": "object", "required": ["job", "status"], "properties": {
+                "job": {"type": "string"}, "status": {"type": "string"},
+                "step": {"type": ["object", "null"]}, "prompt": {"type": ["string", "null"]},
+                "moves": {"type": ["object", "null"]}, "answers": {},
+                "error": {"type": ["string", "null"]}}}),
+            [false, false, false],
+        ),
+        (
             "palm_status",
             "A job's status",
             "One job: status (pending, running, waiting, succeeded, failed, cancelled), what \
@@ -633,7 +669,7 @@ impl ToolSpec {
                 // Jobs run commands and places spawn processes: those reach beyond Palm.
                 .open_world(matches!(
                     self.name,
-                    "palm_submit" | "palm_continue" | "palm_retry" | "palm_places"
+                    "palm_submit" | "palm_continue" | "palm_retry" | "palm_places" | "palm_wizard"
                 )),
         );
         tool
@@ -796,6 +832,7 @@ pub async fn call(
         "palm_agent_run" => agent_run(link, &arguments, ctx).await,
         "palm_patches" => patches(link, &arguments),
         "palm_team" => team(link, &arguments).await,
+        "palm_wizard" => wizard(link, &arguments, ctx).await,
         "palm_status" => {
             let job = required_str(tool.name, &arguments, "job", "")?;
             let view = ask(
@@ -1287,6 +1324,156 @@ fn patches(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answer,
     Ok(Answer { summary, value })
 }
 
+/// The wizard a status document waits on: `{job, status, step, prompt, moves, answers,
+/// error}` (`step` null once the wizard has ended).
+fn wizard_view(job: &str, view: &Value, key: Option<&str>) -> Value {
+    let wait = view["waiting_on"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["schema"]["x-palm-wizard"].is_object()));
+    let step = wait.map(|w| w["schema"]["x-palm-wizard"].clone());
+    let key = step
+        .as_ref()
+        .and_then(|s| s["wizard"].as_str())
+        .or(key)
+        .unwrap_or_default();
+    let moves = wait.map(|w| {
+        let mut schema = w["schema"].clone();
+        if let Some(object) = schema.as_object_mut() {
+            object.remove("x-palm-wizard");
+        }
+        schema
+    });
+    json!({
+        "job": job,
+        "status": view["status"],
+        "step": step,
+        "prompt": wait.map(|w| w["prompt"].clone()),
+        "moves": moves,
+        "answers": if key.is_empty() { Value::Null } else { view["state"][key].clone() },
+        "error": view["error"],
+        "wizard": key,
+    })
+}
+
+fn wizard_summary(value: &Value) -> String {
+    let job = value["job"].as_str().unwrap_or_default();
+    match value["step"].as_object() {
+        Some(step) => format!(
+            "wizard {job}: step {}/{} `{}` ({}){}",
+            step.get("n").cloned().unwrap_or_default(),
+            step.get("of").cloned().unwrap_or_default(),
+            step.get("step").and_then(Value::as_str).unwrap_or_default(),
+            step.get("kind").and_then(Value::as_str).unwrap_or_default(),
+            value["prompt"]
+                .as_str()
+                .map(|p| format!(": {p}"))
+                .unwrap_or_default()
+        ),
+        None => format!(
+            "wizard {job} {}{}",
+            value["status"].as_str().unwrap_or_default(),
+            value["error"]
+                .as_str()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// `palm_wizard`: start, step, answer, back, commit.
+async fn wizard(
+    link: &ControlLink,
+    arguments: &Map<String, Value>,
+    ctx: &CallContext,
+) -> Result<Answer, ToolError> {
+    let action = str_arg(arguments, "action").unwrap_or_default();
+    let timeout = timeout_ms("palm_wizard", arguments)?;
+    let job = if action == "start" {
+        let mut started = arguments.clone();
+        started.remove("action");
+        started.insert("wait".into(), json!(false));
+        for field in ["answer", "move", "to", "job"] {
+            started.remove(field);
+        }
+        let submitted = submit(link, &started, ctx).await?;
+        submitted.value["job"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    } else {
+        required_str(
+            "palm_wizard",
+            arguments,
+            "job",
+            &format!("with action={action}"),
+        )?
+        .to_owned()
+    };
+    let here = settle(link, &job, timeout, ctx).await?;
+    let current = wizard_view(&job, &here, None);
+    let input = match action {
+        "start" | "step" => None,
+        "answer" => match (arguments.get("answer"), arguments.get("move")) {
+            (Some(answer), None) => Some(json!({ "answer": answer })),
+            (None, Some(made @ Value::Object(_))) => Some(made.clone()),
+            _ => {
+                return Err(ToolError::argument(
+                    "palm_wizard: action=answer takes `answer` (the step's value) or `move` (add, edit, remove, done), one of them",
+                ));
+            }
+        },
+        "back" => {
+            Some(json!({ "back": str_arg(arguments, "to").map_or(json!(true), |to| json!(to)) }))
+        }
+        "commit" => Some(json!({"commit": true})),
+        other => {
+            return Err(ToolError::argument(format!(
+                "palm_wizard: argument `action`: unknown action `{other}`"
+            )));
+        }
+    };
+    let Some(input) = input else {
+        return Ok(Answer {
+            summary: wizard_summary(&current),
+            value: current,
+        });
+    };
+    let Some(key) = current["wizard"].as_str().filter(|k| !k.is_empty()) else {
+        return Err(ToolError::new(
+            "not_waiting",
+            format!(
+                "job {job} waits on no wizard step (it is {})",
+                here["status"].as_str().unwrap_or("unknown")
+            ),
+        )
+        .hint(format!(
+            "palm_status {{\"job\": \"{job}\"}} shows where it is"
+        )));
+    };
+    let key = key.to_owned();
+    ask(
+        link,
+        Request::Continue {
+            job: job.clone(),
+            key: key.clone(),
+            input,
+        },
+    )
+    .await
+    .map_err(|err| match err.kind.as_str() {
+        "invalid_input" if err.hint.is_none() => err.hint(format!(
+            "palm_wizard {{\"action\": \"step\", \"job\": \"{job}\"}} shows the moves this step accepts"
+        )),
+        _ => err,
+    })?;
+    let next = settle(link, &job, timeout, ctx).await?;
+    let value = wizard_view(&job, &next, Some(&key));
+    Ok(Answer {
+        summary: wizard_summary(&value),
+        value,
+    })
+}
+
 async fn continue_job(
     link: &ControlLink,
     arguments: &Map<String, Value>,
@@ -1771,6 +1958,7 @@ mod tests {
             "palm_continue",
             "palm_cancel",
             "palm_retry",
+            "palm_wizard",
             "palm_inspect",
             "palm_places",
             "palm_tree",

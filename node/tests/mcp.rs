@@ -268,7 +268,7 @@ fn tools_answer_structured_content_and_text() {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tools.len(), 18, "{listed}");
+    assert_eq!(tools.len(), 19, "{listed}");
     for tool in &tools {
         assert!(tool["outputSchema"].is_object(), "{tool}");
         assert_eq!(tool["inputSchema"]["additionalProperties"], false, "{tool}");
@@ -424,6 +424,41 @@ fn the_python_sdk_drives_the_approval_example() {
         "{report}"
     );
     // The job is in the store the CLI reads, after the session ended too.
+    let job = report["job"].as_str().expect("job id");
+    let status = palm(data.path(), &["status", job, "--json"]);
+    assert_eq!(status.json()["status"], "succeeded");
+}
+
+#[test]
+fn the_python_sdk_completes_the_example_wizard() {
+    let Some(python) = python() else { return };
+    let data = data_dir();
+    let output = Command::new(python)
+        .arg(repo().join("tests/mcp/wizard.py"))
+        .arg(palm_bin())
+        .arg(data.path())
+        .arg(example("wizard"))
+        .env_remove("PALM_HOME")
+        .output()
+        .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "wizard.py failed:\n{stdout}\n{stderr}"
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("report");
+    assert_eq!(
+        report["answers"],
+        json!({"name": "ledger", "language": "go", "features": ["tracing"],
+               "endpoints": ["/invoices", "/credits"]}),
+        "{report}"
+    );
+    assert_eq!(
+        report["created"], "created ledger (go) with 2 endpoints\n",
+        "{report}"
+    );
+    // The CLI sees the ended wizard after the session.
     let job = report["job"].as_str().expect("job id");
     let status = palm(data.path(), &["status", job, "--json"]);
     assert_eq!(status.json()["status"], "succeeded");
