@@ -513,3 +513,120 @@ async fn the_inbox_is_answered_with_the_keyboard_alone() {
         == "succeeded"));
     client.close().await.expect("close");
 }
+
+/// A wizard started in the CLI (two answers given, then no terminal to ask the third)
+/// is finished in the browser: from the inbox's link, a page per step, the summary, the
+/// commit; the job page then shows it succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wizard_started_in_the_cli_is_finished_on_the_web() {
+    let Some(driver) = driver() else { return };
+    let data = data_dir();
+    let (_up, base) = node(data.path(), &[]);
+    let started = palm(
+        data.path(),
+        &[
+            "wizard",
+            "start",
+            &common::example("wizard"),
+            "--set",
+            "name=ledger",
+            "--set",
+            "language=go",
+        ],
+    );
+    assert_eq!(
+        started.code, 2,
+        "no terminal for step 4: {}",
+        started.stderr
+    );
+    let job = palm(data.path(), &["jobs", "--json"]).json()["jobs"][0]["job"]
+        .as_str()
+        .expect("the wizard's job")
+        .to_owned();
+    let client = browser(&driver).await;
+    client.goto(&format!("{base}/inbox")).await.expect("inbox");
+    let link = format!("a[href='/jobs/{job}/wizard']");
+    wait_for(&client, "the inbox links the wizard", async |c| {
+        c.find(Locator::Css(&link)).await.is_ok()
+    })
+    .await;
+    client
+        .find(Locator::Css(&link))
+        .await
+        .expect("link")
+        .click()
+        .await
+        .expect("click");
+    wait_for(&client, "the features step", async |c| {
+        c.source().await.unwrap_or_default().contains("Step 4 of 6")
+    })
+    .await;
+    // metrics is proposed (checked); add auth too.
+    client
+        .find(Locator::Css("input[type=checkbox][value='2']"))
+        .await
+        .expect("auth")
+        .click()
+        .await
+        .expect("check auth");
+    client
+        .find(Locator::Css("button[value=answer]"))
+        .await
+        .expect("Next")
+        .click()
+        .await
+        .expect("next");
+    wait_for(&client, "the endpoints step", async |c| {
+        c.source().await.unwrap_or_default().contains("Step 5 of 6")
+    })
+    .await;
+    for endpoint in ["/invoices", "/credits"] {
+        client
+            .find(Locator::Css("#value"))
+            .await
+            .expect("item field")
+            .send_keys(&format!("{endpoint}\n"))
+            .await
+            .expect("type and Enter: Add");
+        let shown = format!(">{}<", endpoint.replace('/', "&#x2f;"));
+        wait_for(&client, "the item listed", async |c| {
+            let source = c.source().await.unwrap_or_default();
+            source.contains(&shown) || source.contains(&format!(">{endpoint}<"))
+        })
+        .await;
+    }
+    client
+        .find(Locator::Css("button[value=done]"))
+        .await
+        .expect("Done")
+        .click()
+        .await
+        .expect("done");
+    wait_for(&client, "the summary", async |c| {
+        c.source()
+            .await
+            .unwrap_or_default()
+            .contains("Your answers")
+    })
+    .await;
+    client
+        .find(Locator::Css("button[value=commit]"))
+        .await
+        .expect("Commit")
+        .click()
+        .await
+        .expect("commit");
+    // The job page follows the commit to its end.
+    wait_for(&client, "the job page says succeeded", async |c| {
+        text_of(c, "h1").await.contains("succeeded")
+    })
+    .await;
+    let view = status(data.path(), &job);
+    assert_eq!(view["status"], "succeeded");
+    assert_eq!(
+        view["state"]["service"],
+        json!({"name": "ledger", "language": "go", "features": ["metrics", "auth"],
+               "endpoints": ["/invoices", "/credits"]})
+    );
+    client.close().await.expect("close");
+}

@@ -66,6 +66,7 @@ fn templates() -> &'static Environment<'static> {
             ("compare.html", include_str!("../templates/compare.html")),
             ("flows.html", include_str!("../templates/flows.html")),
             ("flow.html", include_str!("../templates/flow.html")),
+            ("wizard.html", include_str!("../templates/wizard.html")),
         ] {
             // The templates are part of the binary; one that does not parse is a
             // build-time mistake the page tests catch.
@@ -77,7 +78,7 @@ fn templates() -> &'static Environment<'static> {
     })
 }
 
-fn render(name: &str, ctx: minijinja::Value) -> Response {
+pub(crate) fn render(name: &str, ctx: minijinja::Value) -> Response {
     match templates().get_template(name).and_then(|t| t.render(ctx)) {
         Ok(html) => Html(html).into_response(),
         Err(e) => Problem::new(
@@ -89,7 +90,7 @@ fn render(name: &str, ctx: minijinja::Value) -> Response {
     }
 }
 
-fn page_error(problem: Problem) -> Response {
+pub(crate) fn page_error(problem: Problem) -> Response {
     let status = problem.status;
     let text = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Palm: {}</title></head><body><main><h1>{}</h1><p role=\"alert\">{}</p>{}<p><a href=\"/inbox\">Inbox</a> · <a href=\"/jobs\">Jobs</a></p></main></body></html>",
@@ -126,6 +127,10 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/jobs/{id}/cancel", get(cancel_confirm).post(cancel))
         .route("/jobs/{id}/retry", axum::routing::post(retry))
         .route("/jobs/{id}/live", get(live))
+        .route(
+            "/jobs/{id}/wizard",
+            get(crate::wizard::page).post(crate::wizard::step),
+        )
         .route("/start", get(start_form).post(start))
         .route("/compare", get(compare))
         .route("/flows", get(flows_page))
@@ -146,7 +151,7 @@ fn script(text: &'static str) -> Response {
 }
 
 /// The node's name and how many jobs wait (for the header).
-async fn node_name(backend: &Arc<dyn Backend>) -> (String, usize) {
+pub(crate) async fn node_name(backend: &Arc<dyn Backend>) -> (String, usize) {
     let name = ask(backend, Request::Tree)
         .await
         .ok()
@@ -211,6 +216,8 @@ pub struct WaitForm {
     pub buttons: Vec<Button>,
     /// What the buttons choose.
     pub buttons_label: String,
+    /// A wizard's step (`x-palm-wizard`): answered on the wizard's own page.
+    pub wizard: Option<Value>,
 }
 
 fn text_of(value: &Value) -> String {
@@ -236,7 +243,14 @@ pub fn wait_form(wait: &Value) -> WaitForm {
         fields: Vec::new(),
         buttons: Vec::new(),
         buttons_label: String::new(),
+        wizard: schema
+            .get("x-palm-wizard")
+            .filter(|w| w.is_object())
+            .cloned(),
     };
+    if form.wizard.is_some() {
+        return form;
+    }
     // The wait's own choices: the answer is the chosen value itself.
     if !choices.is_empty() {
         form.buttons_label = "Choose".into();
@@ -610,7 +624,7 @@ async fn answer(
 }
 
 /// `application/x-www-form-urlencoded` pairs, in order.
-fn form_urlencoded(body: &[u8]) -> Vec<(String, String)> {
+pub(crate) fn form_urlencoded(body: &[u8]) -> Vec<(String, String)> {
     let text = String::from_utf8_lossy(body);
     text.split('&')
         .filter(|p| !p.is_empty())

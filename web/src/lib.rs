@@ -11,6 +11,7 @@
 //! - [`outputs`]: what runs leave on disk (patches, worktrees, artifacts);
 //! - [`problem`]: control errors as problem documents, with their HTTP status;
 //! - [`explorer`]: the Explorer's pages (inbox, jobs, a job, places, tree), live over SSE;
+//! - [`wizard`]: a wizard's pages, one per step, then its summary;
 //! - [`auth`]: loopback is trusted; from anywhere else a bearer token (`palm token create
 //!   --role api`) is required for every route, checked by the backend.
 
@@ -20,6 +21,7 @@ pub mod openapi;
 pub mod outputs;
 pub mod problem;
 pub mod rest;
+pub mod wizard;
 
 use palm_api::protocol::{Request, Response};
 use std::future::Future;

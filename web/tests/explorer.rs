@@ -659,3 +659,113 @@ async fn the_places_page_says_which_work_no_seat_can_take() {
     );
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+/// A wizard on the web: one page per step, a form for each kind, back, a stale form
+/// refused, a collection built item by item, the summary, then the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wizard_is_answered_page_by_page() {
+    let w = world().await;
+    let job = submit(&w.app, include_str!("../../examples/wizard.yaml")).await;
+    let url = format!("/jobs/{job}/wizard");
+    let form = "application/x-www-form-urlencoded";
+    let page = |status: StatusCode, text: &str| {
+        assert!(status.is_success(), "{status}: {text}");
+    };
+    let post = |body: String| {
+        let app = w.app.clone();
+        let url = url.clone();
+        async move { raw(&app, "POST", &url, &[("content-type", form)], &body).await }
+    };
+    // The inbox links the wizard instead of a form of its own.
+    let (status, _, inbox) = raw(&w.app, "GET", "/inbox", &[], "").await;
+    page(status, &inbox);
+    assert!(
+        inbox.contains(&format!("href=\"/jobs/{job}/wizard\"")),
+        "{inbox}"
+    );
+    assert!(inbox.contains("wizard step 1 of 6"), "{inbox}");
+
+    let (status, _, first) = raw(&w.app, "GET", &url, &[], "").await;
+    page(status, &first);
+    assert!(first.contains("Step 1 of 6"), "{first}");
+    assert!(first.contains("value=\"billing\""), "the proposal: {first}");
+    // An empty name is refused, with the reason on the page.
+    let (status, _, refused) = post("_step=name&_move=answer&value=".into()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(refused.contains("role=\"alert\""), "{refused}");
+    let (status, headers, _) = post("_step=name&_move=answer&value=ledger".into()).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers["location"], url.as_str());
+    // The language: radio buttons, the proposal checked; go (index 1).
+    let (_, _, language) = raw(&w.app, "GET", &url, &[], "").await;
+    assert!(language.contains("Language of ledger"), "{language}");
+    assert!(
+        language.contains("type=\"radio\" name=\"value\" value=\"0\" checked"),
+        "{language}"
+    );
+    post("_step=language&_move=answer&value=1".into()).await;
+    // A form left open on the language step is refused once the wizard moved on.
+    let (status, _, stale) = post("_step=language&_move=answer&value=0".into()).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(stale.contains("moved on"), "{stale}");
+    // Features: checkboxes (the branch skipped the edition: step 4).
+    let (_, _, features) = raw(&w.app, "GET", &url, &[], "").await;
+    assert!(features.contains("Step 4 of 6"), "{features}");
+    assert!(features.contains("type=\"checkbox\""), "{features}");
+    // Back, and forward again.
+    let (status, _, _) = post("_step=features&_move=back".into()).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (_, _, again) = raw(&w.app, "GET", &url, &[], "").await;
+    assert!(again.contains("Step 2 of 6"), "{again}");
+    post("_step=language&_move=answer&value=1".into()).await;
+    post("_step=features&_move=answer&values=0&values=2".into()).await;
+    // The collection: add two, remove the first, done.
+    let (_, _, empty) = raw(&w.app, "GET", &url, &[], "").await;
+    assert!(empty.contains("No item yet"), "{empty}");
+    assert!(
+        !empty.contains("value=\"done\""),
+        "done needs one item: {empty}"
+    );
+    post("_step=endpoints&_move=add&value=/invoices".into()).await;
+    post("_step=endpoints&_move=add&value=/credits".into()).await;
+    post("_step=endpoints&_move=remove%3A0".into()).await;
+    let (_, _, listed) = raw(&w.app, "GET", &url, &[], "").await;
+    // (HTML escapes `/` as `&#x2f;`.)
+    assert!(
+        listed.contains(">&#x2f;credits<") && !listed.contains(">&#x2f;invoices<"),
+        "{listed}"
+    );
+    post("_step=endpoints&_move=done".into()).await;
+    // The summary, then the commit: to the job's page.
+    let (_, _, summary) = raw(&w.app, "GET", &url, &[], "").await;
+    assert!(summary.contains("Your answers"), "{summary}");
+    assert!(
+        summary.contains(
+            "<th scope=\"row\">features</th><td>[&quot;metrics&quot;,&quot;auth&quot;]</td>"
+        ),
+        "{summary}"
+    );
+    let (status, headers, _) = post("_step=review&_move=commit".into()).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers["location"], format!("/jobs/{job}").as_str());
+    let (status, _, done) = common::send(
+        &w.app,
+        common::LOOPBACK,
+        "GET",
+        &format!("/v1/jobs/{job}/wait?timeout_ms=30000"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(
+        done["state"]["service"],
+        serde_json::json!({"name": "ledger", "language": "go",
+                           "features": ["metrics", "auth"], "endpoints": ["/credits"]})
+    );
+    // Afterwards the page says where it ended.
+    let (_, _, ended) = raw(&w.app, "GET", &url, &[], "").await;
+    assert!(ended.contains("waits on no step"), "{ended}");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}
