@@ -69,10 +69,25 @@ pub enum Command {
     Run(RunArgs),
     /// Submit a job and return at once.
     Submit(SubmitArgs),
-    /// Show a job: status, what it waits on, its state, its error.
+    /// Show a job: status, what it waits on, its state, its error. With no job: the
+    /// node at a glance, live (as `palm top`).
     Status {
         /// Job id.
-        job: String,
+        job: Option<String>,
+        /// With no job: print one snapshot instead of redrawing.
+        #[arg(long)]
+        once: bool,
+    },
+    /// The node at a glance, redrawn in place: seats, queues, blocked work, jobs, the
+    /// jobs waiting for input, places, links. One snapshot with --once, --json or no
+    /// terminal.
+    Top {
+        /// Print one snapshot.
+        #[arg(long)]
+        once: bool,
+        /// How often to redraw (default 1s).
+        #[arg(long, value_name = "DURATION")]
+        every: Option<String>,
     },
     /// List jobs (`palm jobs gc` collects ended ones).
     #[command(args_conflicts_with_subcommands = true)]

@@ -28,7 +28,12 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Up(args) => up(&ctx, args).await,
         Command::Run(args) => run_flow(&ctx, args).await,
         Command::Submit(args) => submit(&ctx, args).await,
-        Command::Status { job } => {
+        Command::Status { job: None, once } => crate::top_cmd::run(&ctx, once, None).await,
+        Command::Top { once, every } => crate::top_cmd::run(&ctx, once, every.as_deref()).await,
+        Command::Status {
+            job: Some(job),
+            once: _,
+        } => {
             let view = one_call(&ctx, Access::Read, Request::Status { job }).await?;
             print(&ctx, &view, output::print_status);
             Ok(Code::Ok)

@@ -35,6 +35,7 @@ mod sessions_cmd;
 mod sim_cmd;
 mod team_cmd;
 mod tokens_cmd;
+mod top_cmd;
 mod validate;
 mod web;
 mod wizard_cmd;

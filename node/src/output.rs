@@ -450,8 +450,16 @@ fn print_agent_runs(out: &Output, inspect: &Value) {
 
 /// `palm vitality`.
 pub fn print_vitality(out: &Output, v: &Value) {
+    print!("{}", vitality_text(out, v));
+}
+
+/// What `palm vitality` shows, as text (also the top of `palm top`).
+pub fn vitality_text(out: &Output, v: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
     let running = v.get("running").and_then(Value::as_bool).unwrap_or(false);
-    println!(
+    let _ = writeln!(
+        s,
         "node {}  {}  {}",
         out.bold(&text(v, "node")),
         text(v, "profile"),
@@ -461,10 +469,11 @@ pub fn print_vitality(out: &Output, v: &Value) {
             out.dim("not running (read from the store)")
         }
     );
-    println!("  data     {}", text(v, "data"));
-    println!("  store    {}", text(v, "store"));
+    let _ = writeln!(s, "  data     {}", text(v, "data"));
+    let _ = writeln!(s, "  store    {}", text(v, "store"));
     if let Some(seats) = v.get("seats") {
-        println!(
+        let _ = writeln!(
+            s,
             "  seats    {} total, {} busy, {} idle",
             text(seats, "total"),
             text(seats, "busy"),
@@ -472,7 +481,8 @@ pub fn print_vitality(out: &Output, v: &Value) {
         );
     }
     if let Some(queue) = v.get("queue") {
-        println!(
+        let _ = writeln!(
+            s,
             "  queue    {} ready, {} leases, {} timers",
             text(queue, "ready"),
             text(queue, "leases"),
@@ -480,7 +490,8 @@ pub fn print_vitality(out: &Output, v: &Value) {
         );
         // Work no seat can take, in plain words: what it needs and why that is not here.
         for blocked in queue["blocked"].as_array().into_iter().flatten() {
-            println!(
+            let _ = writeln!(
+                s,
                 "  {}  {} effect(s) need `{}`: {}",
                 out.red("blocked"),
                 text(blocked, "effects"),
@@ -495,7 +506,8 @@ pub fn print_vitality(out: &Output, v: &Value) {
             .and_then(Value::as_object)
             .map(|m| m.iter().map(|(k, n)| format!("{n} {k}")).collect())
             .unwrap_or_default();
-        println!(
+        let _ = writeln!(
+            s,
             "  jobs     {} active; {}",
             text(jobs, "active"),
             if by.is_empty() {
@@ -514,7 +526,8 @@ pub fn print_vitality(out: &Output, v: &Value) {
             .get("cpu_ms")
             .and_then(Value::as_u64)
             .map(|ms| format!("{:.2} s cpu", ms as f64 / 1000.0));
-        println!(
+        let _ = writeln!(
+            s,
             "  process  {}",
             [rss, cpu]
                 .into_iter()
@@ -525,11 +538,11 @@ pub fn print_vitality(out: &Output, v: &Value) {
     }
     if let Some(places) = v.get("places").and_then(Value::as_array) {
         if places.is_empty() {
-            println!("  places   none");
+            let _ = writeln!(s, "  places   none");
         } else {
-            println!("  places");
+            let _ = writeln!(s, "  places");
             for place in places {
-                println!("    {}", place_line(out, place));
+                let _ = writeln!(s, "    {}", place_line(out, place));
             }
         }
     }
@@ -539,7 +552,7 @@ pub fn print_vitality(out: &Output, v: &Value) {
         .cloned()
         .unwrap_or_default();
     if links.is_empty() {
-        println!("  links    none");
+        let _ = writeln!(s, "  links    none");
     }
     for (i, link) in links.iter().enumerate() {
         let state = text(link, "state");
@@ -548,7 +561,8 @@ pub fn print_vitality(out: &Output, v: &Value) {
             .and_then(Value::as_str)
             .map(|r| format!(" ({r})"))
             .unwrap_or_default();
-        println!(
+        let _ = writeln!(
+            s,
             "  {}    {} {} {}{}",
             if i == 0 { "links" } else { "     " },
             text(link, "direction"),
@@ -559,13 +573,14 @@ pub fn print_vitality(out: &Output, v: &Value) {
     }
     let refused = v["refused"]["count"].as_u64().unwrap_or(0);
     if refused > 0 {
-        println!("  refused  {refused} frame(s) from peers; latest:");
+        let _ = writeln!(s, "  refused  {refused} frame(s) from peers; latest:");
         let latest = v["refused"]["latest"]
             .as_array()
             .cloned()
             .unwrap_or_default();
         for refusal in latest.iter().rev().take(5) {
-            println!(
+            let _ = writeln!(
+                s,
                 "    {} from {}: {}",
                 text(refusal, "kind"),
                 out.bold(&text(refusal, "peer")),
@@ -573,6 +588,7 @@ pub fn print_vitality(out: &Output, v: &Value) {
             );
         }
     }
+    s
 }
 
 fn place_line(out: &Output, place: &Value) -> String {

@@ -322,3 +322,38 @@ fn without_a_terminal_flags_answer_every_step_and_a_crash_between_steps_loses_no
     assert_eq!(commits(data.path(), &job), 1);
     drop(up);
 }
+
+/// `palm top` in a terminal redraws the node in place (a job submitted meanwhile shows
+/// up without a keypress) and quits on Ctrl-C with 0; `--once` prints one snapshot.
+#[test]
+fn palm_top_redraws_in_place_and_once_prints_a_snapshot() {
+    let Some(tmux) = Tmux::new("top") else {
+        return;
+    };
+    let data = data_dir();
+    let _up = Up::start(data.path(), &[]);
+    let first = palm(data.path(), &["wizard", "start", &example("wizard")]);
+    assert_eq!(first.code, 2);
+    tmux.open("top", data.path(), "top --every 300ms");
+    let screen = tmux.wait_for("top", "1 job(s) wait for input");
+    assert!(screen.contains("wizard step 1/6 `name`"), "{screen}");
+    assert!(screen.contains("Ctrl-C quits"), "{screen}");
+    let approval = palm(data.path(), &["submit", &example("approval")]);
+    assert_eq!(approval.code, 0);
+    let screen = tmux.wait_for("top", "2 job(s) wait for input");
+    assert!(screen.contains("on approve"), "{screen}");
+    tmux.keys("top", &["C-c"]);
+    let screen = tmux.wait_for("top", "EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    // Without a terminal: one snapshot, and the same as JSON.
+    let once = palm(data.path(), &["status"]);
+    assert_eq!(once.code, 0);
+    assert!(
+        once.stdout.contains("2 job(s) wait for input"),
+        "{}",
+        once.stdout
+    );
+    let json = palm(data.path(), &["top", "--json"]).json();
+    assert_eq!(json["waiting"]["total"], 2);
+    assert_eq!(json["vitality"]["running"], true);
+}
