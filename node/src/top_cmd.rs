@@ -79,7 +79,7 @@ fn now_ms() -> u64 {
 }
 
 fn human_ms(ms: u64) -> String {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{ms} ms")
