@@ -57,8 +57,79 @@ pub(super) fn tick_node(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Sta
         SpecKind::Loop(_) => super::rounds::tick_loop(node, p, rt),
         SpecKind::BestOf { .. } => super::rounds::tick_best_of(node, p, rt),
         SpecKind::Team(_) => super::team::tick_team(node, p, rt),
-        SpecKind::Wizard { .. } => super::wizard::tick_wizard(node, p, rt),
+        SpecKind::Wizard { key, steps } => tick_wizard(node, p, rt, key, steps),
         _ => tick_leaf(node, p, rt),
+    }
+}
+
+/// `wizard`: its steps move in `wizard.rs`; here its children run once they are all
+/// answered — the commit, then, if it fails, the compensation.
+fn tick_wizard(
+    node: &mut RtNode,
+    p: &Program,
+    rt: &mut Runtime,
+    key: &str,
+    steps: &[crate::definition::WizardStep],
+) -> Status {
+    use super::wizard::{Stage, advance, compensate};
+    let path = node.path.to_string();
+    let finish = |node: &mut RtNode, rt: &mut Runtime, new: Status| {
+        stop_node(node, p, rt, new);
+        node.status = new;
+        new
+    };
+    let mut stage = match advance(node, steps, key, rt, &path) {
+        Ok(stage) => stage,
+        Err(reason) => {
+            rt.fail(&path, reason);
+            return finish(node, rt, Status::Failure);
+        }
+    };
+    if let Stage::Asking = stage {
+        node.status = Status::Waiting;
+        return Status::Waiting;
+    }
+    if let Stage::Committing = stage {
+        match tick_node(&mut node.children[0], p, rt) {
+            Status::Success => return finish(node, rt, Status::Success),
+            Status::Failure if node.children.len() > 1 => {
+                let reason = rt
+                    .last_failure
+                    .clone()
+                    .unwrap_or_else(|| "the commit failed".to_owned());
+                compensate(node, reason.clone());
+                stage = Stage::Compensating(reason);
+            }
+            Status::Failure => return finish(node, rt, Status::Failure),
+            running => {
+                node.status = running;
+                return running;
+            }
+        }
+    }
+    let Stage::Compensating(reason) = stage else {
+        unreachable!("asking and committing returned above");
+    };
+    match tick_node(&mut node.children[1], p, rt) {
+        Status::Success => {
+            rt.fail(&path, format!("{reason}; compensated"));
+            finish(node, rt, Status::Failure)
+        }
+        Status::Failure => {
+            let also = rt
+                .last_failure
+                .clone()
+                .unwrap_or_else(|| "it failed".to_owned());
+            rt.fail(
+                &path,
+                format!("{reason}; the compensation failed too: {also}"),
+            );
+            finish(node, rt, Status::Failure)
+        }
+        running => {
+            node.status = running;
+            running
+        }
     }
 }
 

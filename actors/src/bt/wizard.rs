@@ -12,10 +12,10 @@
 //! `protected` step is a wall: neither it nor anything before it reopens. A `branch`
 //! asks nothing and jumps forward. Once the last step is answered, the answers of steps
 //! no longer on the path are dropped and `commit` runs — the wizard's only effects. When
-//! it fails, `compensate` runs and the wizard fails with the commit's reason.
+//! it fails, `compensate` runs and the wizard fails with the commit's reason. This module
+//! holds the steps' logic; `tick.rs` ticks the commit and the compensation.
 
-use super::tick::{stop_node, tick_node};
-use super::{Command, Delivery, NodeState, Parked, Program, RtNode, Runtime, SpecKind, Status};
+use super::{Command, Delivery, NodeState, Parked, RtNode, Runtime};
 use crate::definition::{StepKind, WizardStep};
 use serde_json::{Map, Value, json};
 
@@ -57,20 +57,34 @@ fn answers(rt: &Runtime, key: &str) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-pub(super) fn tick_wizard(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> Status {
-    let SpecKind::Wizard { key, steps, .. } = &p.spec(node.spec).kind else {
-        unreachable!("a wizard node has wizard spec");
-    };
-    let path = node.path.to_string();
+/// Where a tick leaves a wizard: what its node must do next.
+pub(super) enum Stage {
+    /// Parked on the current step.
+    Asking,
+    /// Every step answered: tick the commit.
+    Committing,
+    /// The commit failed (why): tick the compensation.
+    Compensating(String),
+}
+
+/// Moves a wizard as far as its answers allow: starts it when fresh, applies the move
+/// delivered to its step, parks the next step. The node ticks its children (commit,
+/// compensation) itself (`tick.rs`), so this module never ticks a tree.
+pub(super) fn advance(
+    node: &mut RtNode,
+    steps: &[WizardStep],
+    key: &str,
+    rt: &mut Runtime,
+    path: &str,
+) -> Result<Stage, String> {
     if !node.status.is_running() {
         node.state = NodeState::Wizard(Box::default());
-        if !rt.state.get(key.as_str()).is_some_and(Value::is_object) {
+        if !rt.state.get(key).is_some_and(Value::is_object) {
             rt.write_state(key, json!({}));
         }
-        match next_asking(steps, None, rt, &path) {
-            Ok(Some(first)) => state(node).history.push(first),
-            Ok(None) => state(node).phase = Phase::Committing,
-            Err(reason) => return fail(node, p, rt, &path, reason),
+        match next_asking(steps, None, rt, path)? {
+            Some(first) => state(node).history.push(first),
+            None => state(node).phase = Phase::Committing,
         }
     }
     if state(node).phase == Phase::Asking {
@@ -79,19 +93,14 @@ pub(super) fn tick_wizard(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> S
         {
             rt.parked.retain(|p| p.park != park);
             state(node).park = None;
-            if let Err(reason) = apply(node, steps, key, &input, rt, &path) {
-                return fail(node, p, rt, &path, reason);
-            }
+            apply(node, steps, key, &input, rt, path)?;
         }
         if state(node).phase == Phase::Asking {
             if state(node).park.is_none() {
-                match park(node, steps, key, rt, &path) {
-                    Ok(park) => state(node).park = Some(park),
-                    Err(reason) => return fail(node, p, rt, &path, reason),
-                }
+                let park = park(node, steps, key, rt, path)?;
+                state(node).park = Some(park);
             }
-            node.status = Status::Waiting;
-            return Status::Waiting;
+            return Ok(Stage::Asking);
         }
         // Every step answered: keep only the answers of the path taken.
         let taken: Vec<&str> = state(node)
@@ -103,59 +112,16 @@ pub(super) fn tick_wizard(node: &mut RtNode, p: &Program, rt: &mut Runtime) -> S
         kept.retain(|id, _| taken.contains(&id.as_str()));
         rt.write_state(key, Value::Object(kept));
     }
-    if state(node).phase == Phase::Committing {
-        let committed = tick_node(&mut node.children[0], p, rt);
-        match committed {
-            Status::Success => return finish(node, p, rt, Status::Success),
-            Status::Failure if node.children.len() > 1 => {
-                let reason = rt
-                    .last_failure
-                    .clone()
-                    .unwrap_or_else(|| "the commit failed".to_owned());
-                state(node).phase = Phase::Compensating(reason);
-            }
-            Status::Failure => return finish(node, p, rt, Status::Failure),
-            running => {
-                node.status = running;
-                return running;
-            }
-        }
-    }
-    let Phase::Compensating(reason) = state(node).phase.clone() else {
-        unreachable!("asking and committing returned above");
-    };
-    match tick_node(&mut node.children[1], p, rt) {
-        Status::Success => {
-            rt.fail(&path, format!("{reason}; compensated"));
-            finish(node, p, rt, Status::Failure)
-        }
-        Status::Failure => {
-            let also = rt
-                .last_failure
-                .clone()
-                .unwrap_or_else(|| "it failed".to_owned());
-            rt.fail(
-                &path,
-                format!("{reason}; the compensation failed too: {also}"),
-            );
-            finish(node, p, rt, Status::Failure)
-        }
-        running => {
-            node.status = running;
-            running
-        }
-    }
+    Ok(match state(node).phase.clone() {
+        Phase::Asking => Stage::Asking,
+        Phase::Committing => Stage::Committing,
+        Phase::Compensating(reason) => Stage::Compensating(reason),
+    })
 }
 
-fn fail(node: &mut RtNode, p: &Program, rt: &mut Runtime, path: &str, reason: String) -> Status {
-    rt.fail(path, reason);
-    finish(node, p, rt, Status::Failure)
-}
-
-fn finish(node: &mut RtNode, p: &Program, rt: &mut Runtime, new: Status) -> Status {
-    stop_node(node, p, rt, new);
-    node.status = new;
-    new
+/// The commit failed for `reason`: the compensation runs from now on.
+pub(super) fn compensate(node: &mut RtNode, reason: String) {
+    state(node).phase = Phase::Compensating(reason);
 }
 
 /// The first asking step after `from` (from the start with `None`), following branches;
