@@ -186,6 +186,34 @@ pub fn one_spec(name: &str, place: Map<String, Value>) -> Result<PlaceSpec, CliE
     }
 }
 
+/// The wait of a wizard's current step in a status document (its schema carries the
+/// step as `x-palm-wizard`), if the job waits on one.
+pub fn wizard_wait(view: &Value) -> Option<&Value> {
+    view["waiting_on"]
+        .as_array()?
+        .iter()
+        .find(|wait| wait["schema"]["x-palm-wizard"].is_object())
+}
+
+/// A value as a person reads and types it: text as is, nothing for null, anything else
+/// as JSON.
+pub fn typed_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// What a person typed, read as `schema` expects: text for a string schema, else JSON
+/// (text when it is no JSON).
+pub fn typed_value(text: &str, schema: &Value) -> Value {
+    if schema["type"] == "string" {
+        return Value::String(text.to_owned());
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
 /// True when a status view shows a settled job (terminal, or waiting for input).
 pub fn is_settled(view: &Value) -> bool {
     view["status"]
@@ -262,6 +290,24 @@ pub fn progress_line(job: &str, view: &Value, since: Instant) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_text_follows_the_answer_schema() {
+        use serde_json::json;
+        assert_eq!(typed_value("42", &json!({"type": "string"})), json!("42"));
+        assert_eq!(typed_value("42", &json!({"type": "integer"})), json!(42));
+        assert_eq!(typed_value("[1, 2]", &json!(true)), json!([1, 2]));
+        assert_eq!(
+            typed_value("plain words", &json!(true)),
+            json!("plain words")
+        );
+        assert_eq!(typed_text(&json!("a")), "a");
+        assert_eq!(typed_text(&json!(null)), "");
+        assert_eq!(typed_text(&json!([1])), "[1]");
+        let view = json!({"waiting_on": [{"key": "a", "schema": {}},
+                                         {"key": "w", "schema": {"x-palm-wizard": {"step": "s"}}}]});
+        assert_eq!(wizard_wait(&view).map(|w| &w["key"]), Some(&json!("w")));
+    }
 
     /// A node that says `running` for the first `running` waits, then `succeeded`.
     struct Scripted {

@@ -1327,9 +1327,7 @@ fn patches(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answer,
 /// The wizard a status document waits on: `{job, status, step, prompt, moves, answers,
 /// error}` (`step` null once the wizard has ended).
 fn wizard_view(job: &str, view: &Value, key: Option<&str>) -> Value {
-    let wait = view["waiting_on"]
-        .as_array()
-        .and_then(|w| w.iter().find(|w| w["schema"]["x-palm-wizard"].is_object()));
+    let wait = palm_api::verbs::wizard_wait(view);
     let step = wait.map(|w| w["schema"]["x-palm-wizard"].clone());
     let key = step
         .as_ref()

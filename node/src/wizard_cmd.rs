@@ -16,7 +16,9 @@ use crate::ctx::{Ctx, print, settled_view, status_code};
 use crate::exit::{CliError, CliResult, Code};
 use crate::output;
 use palm_api::protocol::Request;
-use palm_api::verbs::{at_revision, flow_arg};
+use palm_api::verbs::{
+    at_revision, flow_arg, typed_text as shown, typed_value as typed, wizard_wait,
+};
 use palm_node::target::Target;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -85,14 +87,12 @@ impl Step {
 
 /// The wizard step a status document waits on, if any.
 fn step_of(view: &Value) -> Option<Step> {
-    view["waiting_on"].as_array()?.iter().find_map(|wait| {
-        let about = wait["schema"]["x-palm-wizard"].clone();
-        about.is_object().then(|| Step {
-            key: wait["key"].as_str().unwrap_or_default().to_owned(),
-            prompt: wait["prompt"].as_str().unwrap_or_default().to_owned(),
-            about,
-            answer: wait["schema"]["properties"]["answer"].clone(),
-        })
+    let wait = wizard_wait(view)?;
+    Some(Step {
+        key: wait["key"].as_str().unwrap_or_default().to_owned(),
+        prompt: wait["prompt"].as_str().unwrap_or_default().to_owned(),
+        about: wait["schema"]["x-palm-wizard"].clone(),
+        answer: wait["schema"]["properties"]["answer"].clone(),
     })
 }
 
@@ -345,24 +345,6 @@ fn shell_word(text: &str) -> String {
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
     }
-}
-
-/// A value as a person types it: text as is, anything else as JSON.
-fn shown(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// What a person typed, read as the schema expects: text for a string, JSON otherwise
-/// (text when it is no JSON).
-fn typed(text: &str, schema: &Value) -> Value {
-    if schema["type"] == "string" {
-        return Value::String(text.to_owned());
-    }
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// Asks one step at the terminal (inquire, on a blocking thread).

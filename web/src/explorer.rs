@@ -623,6 +623,14 @@ async fn answer(
     Redirect::to(&format!("/jobs/{id}")).into_response()
 }
 
+/// The first value of form field `name`.
+pub(crate) fn form_field(fields: &[(String, String)], name: &str) -> Option<String> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+}
+
 /// `application/x-www-form-urlencoded` pairs, in order.
 pub(crate) fn form_urlencoded(body: &[u8]) -> Vec<(String, String)> {
     let text = String::from_utf8_lossy(body);
@@ -1009,13 +1017,7 @@ async fn retry(
     body: axum::body::Bytes,
 ) -> Response {
     let fields = form_urlencoded(&body);
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .filter(|v| !v.is_empty())
-    };
+    let field = |name: &str| form_field(&fields, name).filter(|v| !v.is_empty());
     let Some(from) = field("from") else {
         return page_error(Problem::new(
             StatusCode::BAD_REQUEST,

@@ -8,13 +8,14 @@
 //! is refused, never applied to the step that came after.
 
 use crate::Backend;
-use crate::explorer::{form_urlencoded, node_name, page_error, render};
+use crate::explorer::{form_field, form_urlencoded, node_name, page_error, render};
 use crate::rest::ask;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use minijinja::context;
 use palm_api::protocol::Request;
+use palm_api::verbs::{typed_text as shown, typed_value as typed, wizard_wait};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -22,35 +23,13 @@ type Shared = State<Arc<dyn Backend>>;
 
 /// The wait a wizard's current step parked: (key, prompt, step, answer schema).
 fn current(view: &Value) -> Option<(String, String, Value, Value)> {
-    view["waiting_on"].as_array()?.iter().find_map(|wait| {
-        let step = &wait["schema"]["x-palm-wizard"];
-        step.is_object().then(|| {
-            (
-                wait["key"].as_str().unwrap_or_default().to_owned(),
-                wait["prompt"].as_str().unwrap_or_default().to_owned(),
-                step.clone(),
-                wait["schema"]["properties"]["answer"].clone(),
-            )
-        })
-    })
-}
-
-/// A value as a person reads and types it: text as is, anything else as JSON.
-fn shown(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// Typed text read as the schema expects: text for a string, JSON otherwise (text when
-/// it is no JSON).
-fn typed(text: &str, schema: &Value) -> Value {
-    if schema["type"] == "string" {
-        return Value::String(text.to_owned());
-    }
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+    let wait = wizard_wait(view)?;
+    Some((
+        wait["key"].as_str().unwrap_or_default().to_owned(),
+        wait["prompt"].as_str().unwrap_or_default().to_owned(),
+        wait["schema"]["x-palm-wizard"].clone(),
+        wait["schema"]["properties"]["answer"].clone(),
+    ))
 }
 
 /// `GET /jobs/{id}/wizard`: the current step as a form, or where the wizard ended.
@@ -140,12 +119,7 @@ pub async fn step(
     body: axum::body::Bytes,
 ) -> Response {
     let fields = form_urlencoded(&body);
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
+    let field = |name: &str| form_field(&fields, name);
     let view = match ask(&backend, Request::Status { job: id.clone() }).await {
         Ok(view) => view,
         Err(problem) => return page_error(problem),
@@ -236,18 +210,5 @@ pub async fn step(
             .await
         }
         Err(problem) => page_error(problem),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn typed_text_follows_the_answer_schema() {
-        assert_eq!(typed("42", &json!({"type": "string"})), json!("42"));
-        assert_eq!(typed("42", &json!({"type": "integer"})), json!(42));
-        assert_eq!(typed("[1, 2]", &json!(true)), json!([1, 2]));
-        assert_eq!(typed("plain words", &json!(true)), json!("plain words"));
     }
 }
