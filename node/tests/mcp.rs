@@ -397,15 +397,14 @@ fn python() -> Option<PathBuf> {
     Some(python)
 }
 
-#[test]
-fn the_python_sdk_drives_the_approval_example() {
-    let Some(python) = python() else { return };
-    let data = data_dir();
+/// Runs `tests/mcp/SCRIPT` (an MCP Python SDK client) against `palm mcp` on `data` with
+/// an example flow; answers the JSON report it prints.
+fn python_client(python: &Path, script: &str, data: &Path, flow: &str) -> Value {
     let output = Command::new(python)
-        .arg(repo().join("tests/mcp/client.py"))
+        .arg(repo().join("tests/mcp").join(script))
         .arg(palm_bin())
-        .arg(data.path())
-        .arg(example("approval"))
+        .arg(data)
+        .arg(example(flow))
         .env_remove("PALM_HOME")
         .output()
         .expect("run the python client");
@@ -413,9 +412,16 @@ fn the_python_sdk_drives_the_approval_example() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "client.py failed:\n{stdout}\n{stderr}"
+        "{script} failed:\n{stdout}\n{stderr}"
     );
-    let report: Value = serde_json::from_str(stdout.trim()).expect("report");
+    serde_json::from_str(stdout.trim()).expect("report")
+}
+
+#[test]
+fn the_python_sdk_drives_the_approval_example() {
+    let Some(python) = python() else { return };
+    let data = data_dir();
+    let report = python_client(&python, "client.py", data.path(), "approval");
     assert_eq!(report["final_status"], "succeeded", "{report}");
     assert_eq!(report["cli_status"], "waiting", "{report}");
     assert_eq!(report["unknown_tool_code"], -32602, "{report}");
@@ -433,21 +439,7 @@ fn the_python_sdk_drives_the_approval_example() {
 fn the_python_sdk_completes_the_example_wizard() {
     let Some(python) = python() else { return };
     let data = data_dir();
-    let output = Command::new(python)
-        .arg(repo().join("tests/mcp/wizard.py"))
-        .arg(palm_bin())
-        .arg(data.path())
-        .arg(example("wizard"))
-        .env_remove("PALM_HOME")
-        .output()
-        .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "wizard.py failed:\n{stdout}\n{stderr}"
-    );
-    let report: Value = serde_json::from_str(stdout.trim()).expect("report");
+    let report = python_client(&python, "wizard.py", data.path(), "wizard");
     assert_eq!(
         report["answers"],
         json!({"name": "ledger", "language": "go", "features": ["tracing"],
