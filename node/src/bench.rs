@@ -23,12 +23,13 @@ use std::time::{Duration, Instant};
 const SET_FLOW: &str = "name: bench-set\ntree:\n  set: { done: true }\n";
 const RUN_FLOW: &str = "name: bench-run\ntree:\n  run: \"true\"\n";
 
-struct Measured {
-    jobs_per_s: f64,
+/// One flow measured: throughput in flight, latency one at a time, the commits.
+pub(crate) struct Measured {
+    pub(crate) jobs_per_s: f64,
     seconds: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    shapes: Vec<(usize, usize)>,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) shapes: Vec<(usize, usize)>,
     baseline_s: f64,
 }
 
@@ -77,7 +78,7 @@ async fn submit_and_wait(node: &Node, source: &str) -> Result<Duration, CliError
     Ok(started.elapsed())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -108,7 +109,9 @@ fn baseline(path: &std::path::Path, shapes: &[(usize, usize)]) -> Result<f64, Cl
     Ok(started.elapsed().as_secs_f64())
 }
 
-async fn measure(
+/// Measures `source`: throughput with `args.in_flight` jobs at once, latency one at a
+/// time, and the raw-store baseline of the same commits.
+pub(crate) async fn measure(
     node: &Arc<Node>,
     source: &'static str,
     args: &BenchJobsArgs,

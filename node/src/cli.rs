@@ -780,6 +780,9 @@ pub enum TokenCommand {
 pub enum BenchCommand {
     /// Durable job throughput and latency versus raw store commits.
     Jobs(BenchJobsArgs),
+    /// Effect steps versus their baselines in the same run: a `kv` step versus a `set`
+    /// step, a `run` step versus bare spawns of the same command.
+    Effects(BenchEffectsArgs),
     /// Repo index time versus universal-ctags, incremental reindex, search latency
     /// versus ripgrep.
     #[cfg(feature = "intel")]
@@ -845,6 +848,23 @@ pub struct BenchJobsArgs {
     #[arg(long, default_value_t = 200)]
     pub samples: usize,
     /// Seats of the benchmark node.
+    #[arg(long)]
+    pub seats: Option<usize>,
+}
+
+/// `palm bench effects`.
+#[derive(Debug, Args)]
+pub struct BenchEffectsArgs {
+    /// Jobs (and spawns) per measurement.
+    #[arg(long, default_value_t = 2_000)]
+    pub jobs: usize,
+    /// Jobs (and spawns) in flight at once.
+    #[arg(long, default_value_t = 64)]
+    pub in_flight: usize,
+    /// Latency samples (one at a time).
+    #[arg(long, default_value_t = 200)]
+    pub samples: usize,
+    /// Seats of the benchmark node (default: as many as in flight).
     #[arg(long)]
     pub seats: Option<usize>,
 }

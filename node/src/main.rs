@@ -5,6 +5,7 @@
 
 mod agent_cmd;
 mod bench;
+mod bench_effects;
 mod bench_explorer;
 #[cfg(feature = "intel")]
 mod bench_index;

@@ -1,0 +1,164 @@
+//! `palm bench effects`: what an effect step costs over the work it does, each against a
+//! baseline measured in the same run.
+//!
+//! - `kv` (a provider step) against `set` (a step with no effect at all), both with
+//!   `--in-flight` jobs at once: `ratio.kv_over_set`; and a `kv` job's latency one at a
+//!   time: `kv_p50_ms`.
+//! - `run: "true"` against bare spawns of the same command (`sh -c true`, streams piped,
+//!   waited for) at the same concurrency: `ratio.run_over_spawn`; one at a time, the
+//!   median overhead of a `run` job over a bare spawn: `run_overhead_p50_ms`.
+//!
+//! The node runs in this process over a fresh data directory, with as many seats as jobs
+//! in flight (so `run` steps are not held back by seats the spawns do not need).
+
+use crate::bench::{Measured, measure, percentile};
+use crate::cli::{BenchEffectsArgs, BenchJobsArgs};
+use crate::ctx::Ctx;
+use crate::exit::{CliError, CliResult, Code};
+use crate::genome::NodeSettings;
+use crate::node::{BootOptions, Node};
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SET_FLOW: &str = "name: bench-set\ntree:\n  set: { done: true }\n";
+const KV_FLOW: &str =
+    "name: bench-kv\ntree:\n  call: { provider: kv, args: { op: put, key: bench, value: 1 } }\n";
+const RUN_FLOW: &str = "name: bench-run\ntree:\n  run: \"true\"\n";
+
+/// One bare spawn of `sh -c true`, streams piped as a `run` step's are, waited for.
+async fn spawn_once() -> Result<Duration, CliError> {
+    let started = Instant::now();
+    let output = tokio::process::Command::new("sh")
+        .args(["-c", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| CliError::failure("bench", format!("cannot spawn sh: {e}")))?;
+    if !output.status.success() {
+        return Err(CliError::failure("bench", "`sh -c true` failed"));
+    }
+    Ok(started.elapsed())
+}
+
+/// The spawn baseline: (spawns per second with `in_flight` at once, p50 ms one at a time).
+async fn spawns(args: &BenchEffectsArgs) -> Result<(f64, f64), CliError> {
+    let in_flight = args.in_flight.max(1);
+    let per_worker = args.jobs.div_ceil(in_flight);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..in_flight {
+        workers.push(tokio::spawn(async move {
+            for _ in 0..per_worker {
+                spawn_once().await?;
+            }
+            Ok::<(), CliError>(())
+        }));
+    }
+    for worker in workers {
+        worker
+            .await
+            .map_err(|e| CliError::failure("bench", e.to_string()))??;
+    }
+    let per_s = (per_worker * in_flight) as f64 / started.elapsed().as_secs_f64();
+    let mut latencies = Vec::with_capacity(args.samples);
+    for _ in 0..args.samples {
+        latencies.push(spawn_once().await?);
+    }
+    latencies.sort();
+    Ok((per_s, percentile(&latencies, 0.5)))
+}
+
+fn line(m: &Measured) -> Value {
+    json!({"jobs_per_s": m.jobs_per_s, "latency_ms": {"p50": m.p50_ms, "p99": m.p99_ms},
+           "commits": m.shapes.len()})
+}
+
+/// Runs the benchmark.
+pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
+    let scratch = std::env::temp_dir().join(format!("palm-bench-effects-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let settings = NodeSettings {
+        seats: args.seats.unwrap_or(args.in_flight).max(1),
+        ..NodeSettings::default()
+    };
+    let node = Arc::new(
+        Node::boot(BootOptions {
+            data: scratch.join("node"),
+            name: "bench".into(),
+            profile: "all-in-one".into(),
+            settings,
+            embedded: true,
+        })
+        .await?,
+    );
+    eprintln!(
+        "palm bench effects: {} jobs per flow, {} in flight, {} latency samples, {} seats",
+        args.jobs,
+        args.in_flight,
+        args.samples,
+        args.seats.unwrap_or(args.in_flight).max(1)
+    );
+    let shape = BenchJobsArgs {
+        jobs: args.jobs,
+        in_flight: args.in_flight,
+        samples: args.samples,
+        seats: None,
+    };
+    let measured = async {
+        let set = measure(&node, SET_FLOW, &shape, &scratch).await?;
+        let kv = measure(&node, KV_FLOW, &shape, &scratch).await?;
+        let run = measure(&node, RUN_FLOW, &shape, &scratch).await?;
+        let spawned = spawns(&args).await?;
+        Ok::<_, CliError>((set, kv, run, spawned))
+    }
+    .await;
+    if let Ok(node) = Arc::try_unwrap(node) {
+        node.shutdown(Duration::ZERO).await;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (set, kv, run, (spawn_per_s, spawn_p50_ms)) = measured?;
+    let kv_over_set = kv.jobs_per_s / set.jobs_per_s.max(1e-9);
+    let run_over_spawn = run.jobs_per_s / spawn_per_s.max(1e-9);
+    let run_overhead_p50_ms = run.p50_ms - spawn_p50_ms;
+    let result = json!({
+        "machine": { "cpus": crate::sys::cpus() },
+        "in_flight": args.in_flight,
+        "set": line(&set),
+        "kv": line(&kv),
+        "run": line(&run),
+        "spawn": {"what": "sh -c true, streams piped, waited for; same concurrency",
+                  "per_s": spawn_per_s, "latency_ms": {"p50": spawn_p50_ms}},
+        "ratio": {"kv_over_set": kv_over_set, "run_over_spawn": run_over_spawn},
+        "kv_p50_ms": kv.p50_ms,
+        "run_overhead_p50_ms": run_overhead_p50_ms,
+        "goals": {"kv_over_set": 0.8, "run_over_spawn": 0.8, "kv_p50_ms": 1.0,
+                  "run_overhead_p50_ms": 0.5},
+    });
+    if ctx.out.json {
+        ctx.out.json(&result);
+    } else {
+        let n = args.in_flight;
+        println!(
+            "set  {:>8.0} jobs/s ({n} in flight)   p50 {:.2} ms",
+            set.jobs_per_s, set.p50_ms
+        );
+        println!(
+            "kv   {:>8.0} jobs/s ({n} in flight)   p50 {:.2} ms   kv/set {:.2}x (goal ≥ 0.8x), p50 goal ≤ 1 ms",
+            kv.jobs_per_s, kv.p50_ms, kv_over_set
+        );
+        println!(
+            "run  {:>8.0} jobs/s ({n} in flight)   p50 {:.2} ms   run/spawn {:.2}x (goal ≥ 0.8x)",
+            run.jobs_per_s, run.p50_ms, run_over_spawn
+        );
+        println!(
+            "sh   {:>8.0} spawns/s ({n} at once)   p50 {:.2} ms   run overhead p50 {:.2} ms (goal ≤ 0.5 ms)",
+            spawn_per_s, spawn_p50_ms, run_overhead_p50_ms
+        );
+    }
+    Ok(Code::Ok)
+}
