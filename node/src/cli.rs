@@ -783,6 +783,9 @@ pub enum BenchCommand {
     /// Effect steps versus their baselines in the same run: a `kv` step versus a `set`
     /// step, a `run` step versus bare spawns of the same command.
     Effects(BenchEffectsArgs),
+    /// A `palm up` over a store of many parked and running jobs versus one over an empty
+    /// store: time until ready (socket answers, seats claim), memory per parked job.
+    Restart(BenchRestartArgs),
     /// Repo index time versus universal-ctags, incremental reindex, search latency
     /// versus ripgrep.
     #[cfg(feature = "intel")]
@@ -850,6 +853,17 @@ pub struct BenchJobsArgs {
     /// Seats of the benchmark node.
     #[arg(long)]
     pub seats: Option<usize>,
+}
+
+/// `palm bench restart`.
+#[derive(Debug, Args)]
+pub struct BenchRestartArgs {
+    /// Jobs parked on a wait.
+    #[arg(long, default_value_t = 100_000)]
+    pub parked: usize,
+    /// Jobs running (sleeping on a timer).
+    #[arg(long, default_value_t = 1_000)]
+    pub running: usize,
 }
 
 /// `palm bench effects`.

@@ -104,6 +104,7 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
         Command::Version { full } => version(&ctx, full),
         Command::Bench(BenchCommand::Jobs(args)) => crate::bench::jobs(&ctx, args).await,
         Command::Bench(BenchCommand::Effects(args)) => crate::bench_effects::run(&ctx, args).await,
+        Command::Bench(BenchCommand::Restart(args)) => crate::bench_restart::run(&ctx, args).await,
         Command::Mcp(args) => palm_mcp::run(&ctx.data, ctx.out.json, args).await,
         Command::Bench(BenchCommand::Tunnel(args)) => crate::bench_tunnel::run(&ctx, args).await,
         Command::Bench(BenchCommand::Tree(args)) => crate::bench_tree::run(&ctx, args).await,

@@ -9,6 +9,7 @@ mod bench_effects;
 mod bench_explorer;
 #[cfg(feature = "intel")]
 mod bench_index;
+mod bench_restart;
 #[cfg(feature = "intel")]
 mod bench_sessions;
 mod bench_tree;
