@@ -198,6 +198,14 @@ impl<R> HomeHost<R> {
 
     /// Claims the oldest ready effect `accept` takes, for a seat of this node. Answered
     /// at once: a seat here dies with the node, so it can never outlive the claim.
+    ///
+    /// The claim's writes are unforced ([`JobPath::unforced`]): they ask for no commit
+    /// of their own and ride with the next batch that must be durable — the effect's
+    /// completion, or, for a command, its process group's record (the command waits at
+    /// its gate for that). A crash before then loses a claim nobody outside heard of:
+    /// the seat died with it, and the next life finds the effect ready. So an effect
+    /// run in this process costs one commit between its job's step and its completion's
+    /// step, not two.
     pub fn claim_local(
         &mut self,
         path: &mut JobPath,
@@ -205,7 +213,7 @@ impl<R> HomeHost<R> {
         holder: &str,
         accept: &dyn Fn(&str, &EffectRequest) -> bool,
     ) -> Option<ClaimedEffect> {
-        path.claim(now, holder, accept)
+        path.unforced(|path| path.claim(now, holder, accept))
     }
 
     /// Claims up to `max` ready effects `accept` takes, for a holder on another node;
@@ -292,10 +300,12 @@ impl<R> HomeHost<R> {
         self.after_durable(reply(result));
     }
 
-    /// The command of `key` under claim `token` has exited: its group is forgotten (with
-    /// the next batch; no reply, nothing outside waits on it).
+    /// The command of `key` under claim `token` has exited: its group is forgotten with
+    /// the next batch that must be durable (unforced: no reply, nothing outside waits on
+    /// it, and the completion that follows commits it). A crash first leaves the record
+    /// of a group that is gone; the next life finds no such process and drops it.
     pub fn exited(&mut self, path: &mut JobPath, key: &str, token: u64) {
-        path.forget_group(key, token);
+        path.unforced(|path| path.forget_group(key, token));
     }
 
     /// Runs the job path's clocks at `now`: durable timers, lease expiry, yielded jobs,

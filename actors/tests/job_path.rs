@@ -1219,3 +1219,69 @@ fn an_ended_job_is_retried_from_a_node_keeping_what_came_before() {
         "{text}"
     );
 }
+
+const PARKED: &str = "name: parked\ntree:\n  sequence:\n    - wait: { key: go, prompt: \"Go?\" }\n    - set: { went: true }\n";
+const PARKED_WITH_TIMEOUT: &str =
+    "name: parked-timeout\ntree:\n  wait: { key: go, prompt: \"Go?\", timeout_ms: 3600000 }\n";
+
+#[test]
+fn parked_jobs_leave_memory_once_durable_and_come_back_when_moved() {
+    let mut host = Host::new();
+    let a = host.submit_source(PARKED, json!({})).job;
+    let b = host.submit_source(PARKED, json!({})).job;
+    let timed = host.submit_source(PARKED_WITH_TIMEOUT, json!({})).job;
+    // The batch that parked them is taken; at the next take it is durable, and they go.
+    host.commit();
+    assert!(host.path.is_dormant(&a) && host.path.is_dormant(&b));
+    assert!(host.path.active_job(&a).is_none());
+    assert!(
+        host.path.active_job(&timed).is_some() && !host.path.is_dormant(&timed),
+        "a wait with a timeout has a timer in flight: it stays"
+    );
+    // Read from the store meanwhile.
+    let view = host.view(&a);
+    assert_eq!(view.status, JobStatus::Waiting);
+    assert_eq!(view.waiting_on[0].key, "go");
+    // A restart leaves them on disk too.
+    let mut host = host.restart();
+    assert!(host.path.is_dormant(&a) && host.path.is_dormant(&b));
+    assert!(!host.path.is_dormant(&timed));
+    assert_eq!(host.path.dormant_jobs().count(), 2);
+    // Retry refuses an unfinished job, dormant or not.
+    let store = host.store.clone();
+    assert!(
+        host.path
+            .retry_from(host.now, &*store, &a, "0", None)
+            .is_err()
+    );
+    // A wrong key is refused and loses nothing.
+    let refused = host
+        .path
+        .continue_job(host.now, &a, "stop", json!({}), &*store);
+    assert!(
+        matches!(
+            refused,
+            Err(JobError::Refused(ApplyError::NotWaitingOn { .. }))
+        ),
+        "{refused:?}"
+    );
+    assert!(!host.path.has_writes());
+    // A continue loads it and moves it on.
+    let status = host
+        .path
+        .continue_job(host.now, &a, "go", json!({"ok": true}), &*store)
+        .expect("continue a dormant job");
+    assert_eq!(status, JobStatus::Succeeded);
+    host.commit();
+    assert!(!host.path.is_dormant(&a));
+    assert_eq!(host.view(&a).state["went"], true);
+    // A cancel too.
+    let status = host
+        .path
+        .cancel(host.now, &b, Some("no".into()), &*store)
+        .expect("cancel a dormant job");
+    assert_eq!(status, JobStatus::Cancelled);
+    host.commit();
+    assert_eq!(host.path.dormant_jobs().count(), 0);
+    assert_eq!(host.view(&b).status, JobStatus::Cancelled);
+}

@@ -191,11 +191,14 @@ fn run_host(source: &str, seed: u64, restart_percent: u64) -> (Vec<Event>, Strin
             // The previous life's seats are gone; its effects are back in the queue.
             held.clear();
         }
-        let Some(core) = host.path.active_job(&job) else {
-            break;
+        // A parked job leaves memory once its writes are durable; its waits are read
+        // back from the store.
+        let parked: Vec<_> = match host.path.active_job(&job) {
+            Some(core) => core.waiting_on().to_vec(),
+            None if host.path.is_dormant(&job) => host.view(&job).waiting_on,
+            None => break,
         };
         host.now += rng.below(50);
-        let parked: Vec<_> = core.waiting_on().to_vec();
         for claim in host.claim_all() {
             held.insert(claim.key.clone(), claim);
         }

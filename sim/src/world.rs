@@ -1535,9 +1535,20 @@ impl World {
             .iter()
             .position(|n| Some(n.tag.as_str()) == job_tag(job));
         let waits: Vec<palm_actors::bt::Parked> = home
-            .and_then(|h| self.nodes[h].live.as_ref())
-            .and_then(|live| live.path.active_job(job))
-            .map(|core| core.waiting_on().to_vec())
+            .and_then(|h| {
+                let node = &mut self.nodes[h];
+                let live = node.live.as_mut()?;
+                match live.path.active_job(job) {
+                    Some(core) => Some(core.waiting_on().to_vec()),
+                    // Parked and left on disk at the node's last boot.
+                    None => live
+                        .path
+                        .job_view(&*node.store, job)
+                        .ok()
+                        .flatten()
+                        .map(|view| view.waiting_on),
+                }
+            })
             .unwrap_or_default();
         if waits.is_empty() {
             return (format!("w{}", 1 + self.rng.below(3)), json!({"ok": true}));

@@ -85,6 +85,16 @@ impl JobPath {
     ) -> Result<MigrationReport, SubmitError> {
         let target = self.resolve_flow(flow, Some(to))?;
         let subflows = self.pin_subflows(&target.definition);
+        // Dormant jobs of the flow are loaded first: a migration reads each one's history.
+        let dormant: Vec<String> = self.dormant.iter().cloned().collect();
+        for id in dormant {
+            let of_flow = self
+                .record(store, &id)?
+                .is_some_and(|record| record.flow == flow);
+            if of_flow {
+                self.wake(store, &id)?;
+            }
+        }
         let mut ids: Vec<String> = self
             .jobs
             .values()

@@ -28,10 +28,10 @@ use crate::json::Json;
 use crate::store::{Store, StoreError, Table, WriteBatch, scan_prefix};
 use records::{
     Claim, DefinitionRecord, EffectRecord, JobRecord, RunningGroup, decode, definition_key, encode,
-    put_event, read_journal, read_u64,
+    put_event, read_effects, read_journal, read_u64,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// Bound on spawn nesting: a flow that spawns itself stops here with an error.
@@ -299,6 +299,8 @@ pub struct OpenReport {
     pub definitions: usize,
     /// Unfinished jobs rebuilt from their journals.
     pub jobs_resumed: usize,
+    /// Parked jobs left on disk until something moves them ([`JobPath::dormant_jobs`]).
+    pub jobs_dormant: usize,
     /// Effects put back in the queue because their holder was this node's previous life.
     pub effects_requeued: usize,
     /// Timers armed.
@@ -451,6 +453,14 @@ pub struct JobPath {
     by_source: HashMap<u64, (String, u32)>,
     programs: HashMap<ProgramKey, Arc<Program>>,
     jobs: HashMap<String, JobCore>,
+    /// Parked jobs left on disk (see [`JobPath::dormant_jobs`]): only their ids are held;
+    /// a continue, a cancel or a migration loads one first.
+    dormant: BTreeSet<String>,
+    /// Jobs written in the batch being built, and in the one taken before it: a job of
+    /// the older set that is still parked goes dormant at the next take (its writes are
+    /// durable by then; see [`JobPath::take_batch`]).
+    touched: HashSet<String>,
+    touched_taken: HashSet<String>,
     /// Recently finished jobs, oldest first in `finished_order`.
     finished: HashMap<String, JobCore>,
     finished_order: VecDeque<String>,
@@ -464,6 +474,9 @@ pub struct JobPath {
     /// Parent's spawn effect → child job, so halting the effect cancels the child.
     spawned: HashMap<String, String>,
     batch: WriteBatch,
+    /// How many of `batch`'s writes need no commit of their own (see
+    /// [`JobPath::unforced`]): a batch holding only those waits for the next one that does.
+    unforced: usize,
     notices: Vec<Notice>,
     #[cfg(feature = "mutations")]
     mutation: Option<Mutation>,
@@ -589,6 +602,9 @@ impl JobPath {
             by_source: HashMap::new(),
             programs: HashMap::new(),
             jobs: HashMap::new(),
+            dormant: BTreeSet::new(),
+            touched: HashSet::new(),
+            touched_taken: HashSet::new(),
             finished: HashMap::new(),
             finished_order: VecDeque::new(),
             effects: HashMap::new(),
@@ -599,6 +615,7 @@ impl JobPath {
             waiters: HashMap::new(),
             spawned: HashMap::new(),
             batch,
+            unforced: 0,
             notices: Vec::new(),
             #[cfg(feature = "mutations")]
             mutation: None,
@@ -611,8 +628,9 @@ impl JobPath {
         path.load_definitions(store)?;
         report.definitions = path.definitions.values().map(BTreeMap::len).sum();
         path.activate_interests(0);
-        path.load_jobs(store, &mut report)?;
-        path.load_effects(store, &mut report)?;
+        let effects = read_effects(store)?;
+        path.load_jobs(store, &effects, &mut report)?;
+        path.load_effects(effects, &mut report);
         path.load_groups(store)?;
         report.orphan_groups = path.groups.len();
         Ok((path, report))
@@ -655,7 +673,13 @@ impl JobPath {
         Ok(())
     }
 
-    fn load_jobs(&mut self, store: &dyn Store, report: &mut OpenReport) -> Result<(), StoreError> {
+    fn load_jobs(
+        &mut self,
+        store: &dyn Store,
+        effects: &[(String, EffectRecord)],
+        report: &mut OpenReport,
+    ) -> Result<(), StoreError> {
+        let with_effects: HashSet<&str> = effects.iter().map(|(_, r)| r.job.as_str()).collect();
         let mut active = Vec::new();
         let mut failure = None;
         store.scan(Table::Jobs, b"", None, &mut |_, value| {
@@ -670,6 +694,11 @@ impl JobPath {
             return Err(err);
         }
         for record in active {
+            if !with_effects.contains(record.id.as_str()) && self.may_sleep(&record) {
+                self.dormant.insert(record.id);
+                report.jobs_dormant += 1;
+                continue;
+            }
             let events = read_journal(store, &record.id)?;
             match self.replay(&record.id, &events) {
                 Ok(job) => {
@@ -701,23 +730,46 @@ impl JobPath {
         Ok(())
     }
 
-    fn load_effects(
-        &mut self,
-        store: &dyn Store,
-        report: &mut OpenReport,
-    ) -> Result<(), StoreError> {
-        let mut effects = Vec::new();
-        let mut failure = None;
-        store.scan(Table::Effects, b"", None, &mut |key, value| {
-            match decode::<EffectRecord>(value, "effect record") {
-                Ok(record) => effects.push((String::from_utf8_lossy(key).into_owned(), record)),
-                Err(err) => failure = Some(err),
-            }
-            failure.is_none()
-        })?;
-        if let Some(err) = failure {
-            return Err(err);
+    /// Whether a stored unfinished job may stay on disk at open (the caller checked that
+    /// no effect of it is in flight): parked on a wait, not a child (its parent's spawn
+    /// effect finds it in memory), with no places to hold and no `loop` key to guard
+    /// (both are read off the jobs in memory).
+    fn may_sleep(&self, record: &JobRecord) -> bool {
+        record.status == JobStatus::Waiting
+            && record.parent.is_none()
+            && self.sleeps_with(&record.flow, record.revision)
+    }
+
+    /// Whether a parked job of `flow` at `revision` may leave memory: its flow holds no
+    /// places and guards no `loop` key (both are read off the jobs in memory).
+    fn sleeps_with(&self, flow: &str, revision: u32) -> bool {
+        let Some(stored) = self.definition(flow, Some(revision)) else {
+            return false;
+        };
+        let resolve = |name: &str| {
+            self.definition(name, None)
+                .map(|d| Arc::clone(&d.definition))
+        };
+        stored.definition.places.is_empty()
+            && loop_key(&stored.definition, &serde_json::Value::Null, &resolve).is_none()
+    }
+
+    /// Loads dormant job `id` into memory (it is about to be stepped); nothing for any
+    /// other job. A journal that no longer replays leaves the job dormant and says why.
+    fn wake(&mut self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
+        if !self.dormant.contains(id) {
+            return Ok(());
         }
+        let events = read_journal(store, id)?;
+        let job = self.replay(id, &events).map_err(|err| {
+            StoreError::Corrupt(format!("parked job {id} cannot be replayed: {err}"))
+        })?;
+        self.dormant.remove(id);
+        self.jobs.insert(id.to_owned(), job);
+        Ok(())
+    }
+
+    fn load_effects(&mut self, effects: Vec<(String, EffectRecord)>, report: &mut OpenReport) {
         let own_holder = format!("{}/", self.config.node);
         let mut ordered: Vec<(String, EffectRecord)> = effects;
         ordered.sort_by(|a, b| a.1.created_at.cmp(&b.1.created_at).then(a.0.cmp(&b.0)));
@@ -767,7 +819,6 @@ impl JobPath {
             }
             self.effects.insert(key, record);
         }
-        Ok(())
     }
 
     fn load_groups(&mut self, store: &dyn Store) -> Result<(), StoreError> {
@@ -810,12 +861,57 @@ impl JobPath {
         // The batch before this one is committed by now (a host commits its batches in
         // order, one at a time): its start keys are readable from the store.
         self.starts_taken = std::mem::take(&mut self.starts);
+        self.unforced = 0;
+        // Likewise the jobs it wrote: those still parked, and untouched since, can be
+        // read back from the store, so they leave memory.
+        let settled = std::mem::replace(&mut self.touched_taken, std::mem::take(&mut self.touched));
+        for id in settled {
+            if !self.touched_taken.contains(&id) && self.can_sleep(&id) {
+                self.jobs.remove(&id);
+                self.dormant.insert(id);
+            }
+        }
         std::mem::take(&mut self.batch)
     }
 
-    /// True when there are writes to commit.
+    /// Whether job `id`, in memory, may leave it: see [`JobPath::may_sleep`]; and nothing
+    /// of it in flight or queued.
+    fn can_sleep(&self, id: &str) -> bool {
+        let Some(core) = self.jobs.get(id) else {
+            return false;
+        };
+        core.status() == JobStatus::Waiting
+            && core.parent().is_none()
+            && core.engine().outstanding().is_empty()
+            && !self.resumes.iter().any(|r| r == id)
+            && self.sleeps_with(core.flow(), core.revision())
+    }
+
+    /// True when there are writes that need a commit (writes made under
+    /// [`JobPath::unforced`] alone do not).
     pub fn has_writes(&self) -> bool {
-        !self.batch.is_empty()
+        self.batch.len() > self.unforced
+    }
+
+    /// Runs `change` with its writes *unforced*: they go into the pending batch in order,
+    /// like any other, but do not by themselves ask the host for a commit — they ride
+    /// with the next batch that does. For writes nobody outside this process can have
+    /// heard of, whose loss in a crash changes nothing anyone relied on: a claim for a
+    /// seat of this node (the seat dies with the claim, and the effect is ready again
+    /// after a restart), a `kv` write by a provider running in this process (its effect's
+    /// completion, which carries the write's consequences out, is in the same batch or a
+    /// later one, and batches are durable in order). `change` must raise no notice: a
+    /// notice would wait for a commit nobody asks for.
+    pub fn unforced<T>(&mut self, change: impl FnOnce(&mut JobPath) -> T) -> T {
+        let before = (self.batch.len(), self.notices.len());
+        let out = change(self);
+        debug_assert_eq!(
+            self.notices.len(),
+            before.1,
+            "an unforced change raised a notice"
+        );
+        self.unforced += self.batch.len() - before.0;
+        out
     }
 
     /// Takes the notices produced since the last call.
@@ -1379,6 +1475,7 @@ impl JobPath {
         input: EventKind,
         store: &dyn Store,
     ) -> Result<JobStatus, JobError> {
+        self.wake(store, job)?;
         let Some(core) = self.jobs.get_mut(job) else {
             // Not active: finished (terminal is final), or unknown.
             return match self.record(store, job)? {
@@ -1407,6 +1504,9 @@ impl JobPath {
     /// Records the events of one job step, and everything they imply for queues, timers,
     /// children and parents.
     fn absorb(&mut self, now: u64, job_id: &str, events: Vec<Event>) {
+        if !events.is_empty() && !self.touched.contains(job_id) {
+            self.touched.insert(job_id.to_owned());
+        }
         for event in &events {
             put_event(&mut self.batch, job_id, event);
             match &event.kind {
@@ -1957,9 +2057,23 @@ impl JobPath {
 
     // ----- queries -----
 
-    /// Unfinished jobs held in memory.
+    /// Unfinished jobs held in memory (the dormant ones are not: see
+    /// [`JobPath::dormant_jobs`]).
     pub fn active_jobs(&self) -> impl Iterator<Item = &JobCore> {
         self.jobs.values()
+    }
+
+    /// Parked jobs left on disk, by id. A store opened with many jobs parked on waits
+    /// does not replay them: each costs its id in memory until a continue, a cancel or a
+    /// migration loads it ([`JobPath::job_view`] reads one from the store meanwhile).
+    /// All are `waiting`.
+    pub fn dormant_jobs(&self) -> impl Iterator<Item = &str> {
+        self.dormant.iter().map(String::as_str)
+    }
+
+    /// True when `id` is a dormant job.
+    pub fn is_dormant(&self, id: &str) -> bool {
+        self.dormant.contains(id)
     }
 
     /// One unfinished job.

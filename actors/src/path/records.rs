@@ -148,6 +148,20 @@ pub(crate) fn put_event(batch: &mut WriteBatch, job: &str, event: &Event) {
     batch.put(Table::Journal, journal_key(job, event.seq), encode(event));
 }
 
+/// Every stored effect record, with its key.
+pub fn read_effects(store: &dyn Store) -> Result<Vec<(String, EffectRecord)>, StoreError> {
+    let mut effects = Vec::new();
+    let mut failure = None;
+    store.scan(Table::Effects, b"", None, &mut |key, value| {
+        match decode::<EffectRecord>(value, "effect record") {
+            Ok(record) => effects.push((String::from_utf8_lossy(key).into_owned(), record)),
+            Err(err) => failure = Some(err),
+        }
+        failure.is_none()
+    })?;
+    failure.map_or(Ok(effects), Err)
+}
+
 /// Reads a job's whole journal from the store.
 pub fn read_journal(store: &dyn Store, job: &str) -> Result<Vec<Event>, StoreError> {
     let mut events = Vec::new();

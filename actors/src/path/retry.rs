@@ -129,6 +129,12 @@ impl JobPath {
                 status: core.status(),
             });
         }
+        if self.dormant.contains(job) {
+            return Err(RetryError::NotEnded {
+                job: job.to_owned(),
+                status: JobStatus::Waiting,
+            });
+        }
         if self.record(store, job)?.is_none() {
             return Err(RetryError::UnknownJob(job.to_owned()));
         }

@@ -53,6 +53,24 @@ fn invalid(kind: &str, err: impl ToString) -> Response {
     Response::err(ErrorBody::invalid(kind, err.to_string()))
 }
 
+/// A `kv` write (`put` or `delete`) into the pending batch; anything else is refused.
+pub fn kv_write(path: &mut JobPath, action: &str, key: String, value: &Value) -> Response {
+    match action {
+        "put" => match path.kv_put(&key, value) {
+            Ok(()) => Response::ok(json!({"key": key, "stored": true})),
+            Err(err) => invalid("invalid_input", err),
+        },
+        "delete" => {
+            path.kv_delete(&key);
+            Response::ok(json!({"key": key, "deleted": true}))
+        }
+        other => invalid(
+            "invalid_input",
+            format!("unknown kv action `{other}`; use get, put, delete or list"),
+        ),
+    }
+}
+
 /// Maps a job error to a response.
 pub fn job_error(err: JobError) -> Response {
     match err {
@@ -197,20 +215,7 @@ impl Desk {
             Request::Kv { action, key, value } if action == "get" || action == "list" => {
                 return Answer::Read(Request::Kv { action, key, value });
             }
-            Request::Kv { action, key, value } => match action.as_str() {
-                "put" => match self.path.kv_put(&key, &value) {
-                    Ok(()) => Response::ok(json!({"key": key, "stored": true})),
-                    Err(err) => invalid("invalid_input", err),
-                },
-                "delete" => {
-                    self.path.kv_delete(&key);
-                    Response::ok(json!({"key": key, "deleted": true}))
-                }
-                other => invalid(
-                    "invalid_input",
-                    format!("unknown kv action `{other}`; use get, put, delete or list"),
-                ),
-            },
+            Request::Kv { action, key, value } => kv_write(&mut self.path, &action, key, &value),
             Request::Emit { event, data } => {
                 if event.is_empty() {
                     return Answer::AfterCommit(invalid("invalid_input", "an event needs a name"));
@@ -516,13 +521,15 @@ impl Desk {
     }
 
     fn waits(&mut self, limit: Option<usize>, offset: Option<usize>) -> Response {
-        // Parked jobs are held in memory: the inbox reads no store at all.
+        // Parked jobs in memory are read from there; dormant ones (left on disk at boot)
+        // are read from the store, only those on the page asked for.
         let mut waiting: Vec<(u64, String)> = self
             .path
             .active_jobs()
             .filter(|core| core.status() == JobStatus::Waiting)
-            .map(|core| {
-                let id = core.id();
+            .map(|core| core.id())
+            .chain(self.path.dormant_jobs())
+            .map(|id| {
                 // Ids are `tag-N`: N is the order of submission.
                 let n = id
                     .rsplit_once('-')
@@ -706,7 +713,11 @@ impl Desk {
         object.insert("seats".into(), seats);
         object.insert(
             "jobs".into(),
-            json!({ "active": self.path.active_jobs().count(), "by_status": by_status }),
+            json!({
+                "active": self.path.active_jobs().count() + self.path.dormant_jobs().count(),
+                "dormant": self.path.dormant_jobs().count(),
+                "by_status": by_status,
+            }),
         );
         object.insert(
             "queue".into(),

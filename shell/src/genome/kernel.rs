@@ -37,6 +37,12 @@ use tracing::{debug, error, info, warn};
 pub enum KernelMsg {
     /// A control request (CLI, MCP, scripts).
     Call(Request, RpcReplyPort<Response>),
+    /// A request from an effect running in this process (a provider): a `kv` write is
+    /// made unforced (`JobPath::unforced`) and answered at once — only the provider hears
+    /// the answer, and it reaches anyone else only through the effect's completion,
+    /// which is durable in the same batch or a later one. Any other request is handled
+    /// as a [`KernelMsg::Call`].
+    Effect(Request, RpcReplyPort<Response>),
     /// A seat asks for work.
     Claim {
         /// `node/seat-N`.
@@ -164,7 +170,9 @@ struct Sealed {
     early: Vec<Deferred>,
     /// Replies that go out once `batch` is durable (carried from the [`HomeHost`]).
     replies: Vec<Deferred>,
-    wake_seats: bool,
+    /// Effects made ready by the batch: as many idle seats are woken (not all of them:
+    /// a wake-up of every seat per effect costs a claim round trip each, for nothing).
+    ready: usize,
     cancels: Vec<(String, String, u64)>,
     places: Vec<PlacesMsg>,
 }
@@ -180,6 +188,7 @@ pub fn open_path(genome: &Genome) -> Result<JobPath, ActorProcessingErr> {
     info!(
         definitions = report.definitions,
         jobs = report.jobs_resumed,
+        dormant = report.jobs_dormant,
         requeued = report.effects_requeued,
         timers = report.timers_armed,
         "job path open"
@@ -201,6 +210,7 @@ impl Actor for Kernel {
         genome: Arc<Genome>,
     ) -> Result<KernelState, ActorProcessingErr> {
         let mut path = open_path(&genome)?;
+        crate::sys::release_free_memory();
         // Before any claim is answered: what the previous life left running must stop,
         // or its effects would run a second time beside their orphans.
         super::orphans::stop_orphans(&mut path).await;
@@ -258,21 +268,18 @@ impl Actor for Kernel {
     ) -> Result<(), ActorProcessingErr> {
         let now = now_ms();
         match message {
-            KernelMsg::Call(request, reply) => {
-                match state.desk.answer(request, state.genome.accepting_work()) {
-                    Answer::AfterCommit(response) => state.defer(move || {
-                        let _ = reply.send(response);
-                    }),
-                    Answer::Read(request) => state.reads.push((request, reply)),
-                    Answer::Watch(job) => {
-                        // A waiter that gave up (timed out) leaves a closed port behind:
-                        // drop those, so polling a job that never settles cannot grow
-                        // this list without bound.
-                        let waiting = state.watchers.entry(job).or_default();
-                        waiting.retain(|port| !port.is_closed());
-                        waiting.push(reply);
-                    }
-                }
+            KernelMsg::Call(request, reply) => state.call(request, reply),
+            KernelMsg::Effect(Request::Kv { action, key, value }, reply)
+                if action == "put" || action == "delete" =>
+            {
+                let response = state
+                    .desk
+                    .path
+                    .unforced(|path| super::desk::kv_write(path, &action, key, &value));
+                let _ = reply.send(response);
+            }
+            KernelMsg::Effect(request, reply) => {
+                state.call(request, reply);
             }
             KernelMsg::Claim { holder, reply } => {
                 let claimed = if state.genome.accepting_work() {
@@ -458,6 +465,25 @@ impl Actor for Kernel {
 }
 
 impl KernelState {
+    /// A control request: answered after the commit of what it wrote, after the next
+    /// seal for a read, or when its job settles for a watch.
+    fn call(&mut self, request: Request, reply: RpcReplyPort<Response>) {
+        match self.desk.answer(request, self.genome.accepting_work()) {
+            Answer::AfterCommit(response) => self.defer(move || {
+                let _ = reply.send(response);
+            }),
+            Answer::Read(request) => self.reads.push((request, reply)),
+            Answer::Watch(job) => {
+                // A waiter that gave up (timed out) leaves a closed port behind: drop
+                // those, so polling a job that never settles cannot grow this list
+                // without bound.
+                let waiting = self.watchers.entry(job).or_default();
+                waiting.retain(|port| !port.is_closed());
+                waiting.push(reply);
+            }
+        }
+    }
+
     fn defer(&mut self, reply: impl FnOnce() + Send + 'static) {
         self.host.after_durable(Box::new(reply));
     }
@@ -492,12 +518,12 @@ impl KernelState {
             }
         }
         let seal = self.host.seal(&mut self.desk.path);
-        let mut wake_seats = false;
+        let mut ready = 0;
         let mut cancels = Vec::new();
         let mut places = Vec::new();
         for notice in seal.notices {
             match notice {
-                Notice::EffectReady => wake_seats = true,
+                Notice::EffectReady => ready += 1,
                 Notice::PlacesWanted {
                     job,
                     places: wanted,
@@ -559,7 +585,7 @@ impl KernelState {
             batch: seal.batch,
             early: seal.early,
             replies,
-            wake_seats,
+            ready,
             cancels,
             places,
         }
@@ -652,8 +678,12 @@ fn complete(genome: &Genome, sealed: Sealed) {
             None => genome.seats.cancel(key),
         }
     }
-    if sealed.wake_seats {
-        genome.seats.notify.notify_waiters();
+    if sealed.ready > 0 {
+        // One waiting seat per effect (`notify_one` keeps one permit when none waits; a
+        // busy seat asks again when it finishes anyway).
+        for _ in 0..sealed.ready.min(genome.seats.total()) {
+            genome.seats.notify.notify_one();
+        }
         if let Some(tree) = tree {
             tree.wake();
         }

@@ -43,6 +43,11 @@ impl SeatBoard {
         }
     }
 
+    /// Seats of the node.
+    pub fn total(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Seats running an effect.
     pub fn busy(&self) -> usize {
         self.slots

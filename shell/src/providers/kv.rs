@@ -1,5 +1,7 @@
 //! The `kv` provider: a durable key-value namespace per node, stored in the node's store
-//! through its kernel (a `put` is acknowledged once durable).
+//! through its kernel. A `put` or `delete` rides with the batch of the step's completion
+//! (`KernelMsg::Effect`): both are durable together, or neither is and the step runs
+//! again.
 
 use super::{CallContext, CallFuture, Failure, Provider};
 use crate::genome::kernel::KernelMsg;
@@ -42,7 +44,7 @@ impl Provider for Kv {
             let answer = ctx
                 .kernel
                 .call(
-                    |reply| KernelMsg::Call(request, reply),
+                    |reply| KernelMsg::Effect(request, reply),
                     Some(Duration::from_secs(30)),
                 )
                 .await;
