@@ -105,22 +105,28 @@ fn finishes_across_a_kill_9(parallel: Option<&str>) {
     let started = palm_env(data.path(), &args, &[]);
     assert_eq!(started.code, 0, "{}", started.stderr);
     let team = started.json()["team"].as_str().expect("team").to_owned();
-    // Kill the node while d's turn hangs (a, b and c are done by then).
+    // Kill the node while d's turn hangs, once a, b and c are done (d needs only a and
+    // b: in lanes, c's merge may still be running when d starts).
+    let done = |board: &serde_json::Value| -> Vec<String> {
+        board["board"]["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .filter(|t| t["status"] == "done")
+            .filter_map(|t| t["id"].as_str().map(str::to_owned))
+            .collect()
+    };
     assert!(
         eventually(Duration::from_secs(60), || log_lines(&log)
             .iter()
-            .any(|l| l["task"] == "d")),
-        "d started: {:?}",
-        log_lines(&log)
+            .any(|l| l["task"] == "d")
+            && done(&status(data.path(), &team)).len() >= 3),
+        "d started with a, b and c done: {:?} {}",
+        log_lines(&log),
+        status(data.path(), &team)
     );
     let before = status(data.path(), &team);
-    let done_before: Vec<String> = before["board"]["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .filter(|t| t["status"] == "done")
-        .filter_map(|t| t["id"].as_str().map(str::to_owned))
-        .collect();
+    let done_before = done(&before);
     assert!(done_before.len() >= 3, "{before}");
     up.kill9();
 
