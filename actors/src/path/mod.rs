@@ -456,9 +456,9 @@ pub struct JobPath {
     /// Parked jobs left on disk (see [`JobPath::dormant_jobs`]): only their ids are held;
     /// a continue, a cancel or a migration loads one first.
     dormant: BTreeSet<String>,
-    /// Jobs written in the batch being built, and in the one taken before it: a job of
-    /// the older set that is still parked goes dormant at the next take (its writes are
-    /// durable by then; see [`JobPath::take_batch`]).
+    /// Jobs parked by a step of the batch being built, and of the one taken before it: a
+    /// job of the older set still parked, and not in the newer one, goes dormant at the
+    /// next take (its writes are durable by then; see [`JobPath::take_batch`]).
     touched: HashSet<String>,
     touched_taken: HashSet<String>,
     /// Recently finished jobs, oldest first in `finished_order`.
@@ -766,6 +766,9 @@ impl JobPath {
         })?;
         self.dormant.remove(id);
         self.jobs.insert(id.to_owned(), job);
+        // Considered again at the next takes, so a job woken and then not moved (a
+        // refused continue) does not stay in memory.
+        self.touched.insert(id.to_owned());
         Ok(())
     }
 
@@ -1504,9 +1507,6 @@ impl JobPath {
     /// Records the events of one job step, and everything they imply for queues, timers,
     /// children and parents.
     fn absorb(&mut self, now: u64, job_id: &str, events: Vec<Event>) {
-        if !events.is_empty() && !self.touched.contains(job_id) {
-            self.touched.insert(job_id.to_owned());
-        }
         for event in &events {
             put_event(&mut self.batch, job_id, event);
             match &event.kind {
@@ -1564,6 +1564,11 @@ impl JobPath {
         };
         self.batch
             .put(Table::Jobs, job_id.as_bytes().to_vec(), encode(&record));
+        // Parked by this step: it may leave memory once this batch is durable. (A job
+        // that leaves `waiting` needs no entry: it cannot sleep.)
+        if record.status == JobStatus::Waiting && !self.touched.contains(job_id) {
+            self.touched.insert(job_id.to_owned());
+        }
         self.notices.push(Notice::JobChanged {
             job: job_id.to_owned(),
             status: record.status,
