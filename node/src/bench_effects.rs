@@ -9,7 +9,10 @@
 //!   median overhead of a `run` job over a bare spawn: `run_overhead_p50_ms`.
 //!
 //! The node runs in this process over a fresh data directory, with as many seats as jobs
-//! in flight (so `run` steps are not held back by seats the spawns do not need).
+//! in flight (so `run` steps are not held back by seats the spawns do not need). Every
+//! measurement is taken `--rounds` times, flows and spawns in turn, so a disturbance of a
+//! shared machine hits a baseline as likely as what it is the baseline of: the best
+//! round's throughput counts, and the median round's latency.
 
 use crate::bench::{Measured, measure, percentile};
 use crate::cli::{BenchEffectsArgs, BenchJobsArgs};
@@ -72,6 +75,22 @@ async fn spawns(args: &BenchEffectsArgs) -> Result<(f64, f64), CliError> {
     Ok((per_s, percentile(&latencies, 0.5)))
 }
 
+/// The round with the best throughput, with the median round's latencies.
+fn best(mut rounds: Vec<Measured>) -> Measured {
+    let p50 = median(rounds.iter().map(|m| m.p50_ms).collect());
+    let p99 = median(rounds.iter().map(|m| m.p99_ms).collect());
+    rounds.sort_by(|a, b| b.jobs_per_s.total_cmp(&a.jobs_per_s));
+    let mut best = rounds.swap_remove(0);
+    best.p50_ms = p50;
+    best.p99_ms = p99;
+    best
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
 fn line(m: &Measured) -> Value {
     json!({"jobs_per_s": m.jobs_per_s, "latency_ms": {"p50": m.p50_ms, "p99": m.p99_ms},
            "commits": m.shapes.len()})
@@ -97,11 +116,12 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         .await?,
     );
     eprintln!(
-        "palm bench effects: {} jobs per flow, {} in flight, {} latency samples, {} seats",
+        "palm bench effects: {} jobs per flow, {} in flight, {} latency samples, {} seats, {} rounds",
         args.jobs,
         args.in_flight,
         args.samples,
-        args.seats.unwrap_or(args.in_flight).max(1)
+        args.seats.unwrap_or(args.in_flight).max(1),
+        args.rounds
     );
     let shape = BenchJobsArgs {
         jobs: args.jobs,
@@ -110,11 +130,17 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         seats: None,
     };
     let measured = async {
-        let set = measure(&node, SET_FLOW, &shape, &scratch).await?;
-        let kv = measure(&node, KV_FLOW, &shape, &scratch).await?;
-        let run = measure(&node, RUN_FLOW, &shape, &scratch).await?;
-        let spawned = spawns(&args).await?;
-        Ok::<_, CliError>((set, kv, run, spawned))
+        let (mut set, mut kv, mut run, mut spawned) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..args.rounds.max(1) {
+            set.push(measure(&node, SET_FLOW, &shape, &scratch).await?);
+            kv.push(measure(&node, KV_FLOW, &shape, &scratch).await?);
+            run.push(measure(&node, RUN_FLOW, &shape, &scratch).await?);
+            spawned.push(spawns(&args).await?);
+        }
+        let spawn_per_s = spawned.iter().map(|s| s.0).fold(0.0, f64::max);
+        let spawn_p50_ms = median(spawned.iter().map(|s| s.1).collect());
+        Ok::<_, CliError>((best(set), best(kv), best(run), (spawn_per_s, spawn_p50_ms)))
     }
     .await;
     if let Ok(node) = Arc::try_unwrap(node) {
@@ -128,6 +154,7 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
     let result = json!({
         "machine": { "cpus": crate::sys::cpus() },
         "in_flight": args.in_flight,
+        "rounds": args.rounds,
         "set": line(&set),
         "kv": line(&kv),
         "run": line(&run),

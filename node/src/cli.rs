@@ -814,10 +814,10 @@ pub struct BenchTreeArgs {
     #[arg(long, default_value_t = 2)]
     pub seats: usize,
     /// Effects for the throughput measurement.
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 1000)]
     pub effects: usize,
     /// Jobs in flight during the throughput measurement.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 64)]
     pub in_flight: usize,
     /// Latency samples (one job at a time).
     #[arg(long, default_value_t = 100)]
@@ -881,6 +881,10 @@ pub struct BenchEffectsArgs {
     /// Seats of the benchmark node (default: as many as in flight).
     #[arg(long)]
     pub seats: Option<usize>,
+    /// Rounds: each measures every flow and the spawns in turn; the best round of each
+    /// counts (the one a busy machine disturbed least), latencies are the median round's.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
 }
 
 #[cfg(test)]
