@@ -395,6 +395,37 @@ fn file_kv_and_palm_providers() {
     assert_eq!(put["status"], "succeeded", "{put}");
     let got = call_flow(data.path(), "g", "kv", json!({"op": "get", "key": "color"}));
     assert_eq!(got["state"]["out"]["value"]["is"], "blue");
+    // A put runs in the kernel, in the batch of its step; the get right after it in the
+    // same job (through a seat) reads it back; a refused put fails its step, saying why.
+    let both = data.path().join("both.json");
+    let flow = json!({"name": "both", "tree": {"sequence": [
+        {"call": {"provider": "kv", "args": {"op": "put", "key": "n", "value": 7}, "save": "put"}},
+        {"call": {"provider": "kv", "args": {"op": "get", "key": "n"}, "save": "got"}},
+        {"call": {"provider": "kv", "args": {"op": "delete", "key": "n"}, "save": "gone"}},
+        {"call": {"provider": "kv", "args": {"op": "get", "key": "n"}, "save": "after"}},
+    ]}});
+    std::fs::write(&both, flow.to_string()).expect("flow");
+    let both = palm(data.path(), &["run", &both.display().to_string(), "--json"]).json();
+    assert_eq!(both["status"], "succeeded", "{both}");
+    assert_eq!(both["state"]["put"]["stored"], true, "{both}");
+    assert_eq!(both["state"]["got"]["value"], 7, "{both}");
+    assert_eq!(both["state"]["gone"]["deleted"], true, "{both}");
+    assert_eq!(both["state"]["after"]["found"], false, "{both}");
+    let long_key = "k".repeat(2000);
+    let refused = call_flow(
+        data.path(),
+        "r",
+        "kv",
+        json!({"op": "put", "key": long_key, "value": 1}),
+    );
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("kv: a kv key is 1 to 1024 bytes"),
+        "{refused}"
+    );
 
     add(
         data.path(),

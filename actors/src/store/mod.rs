@@ -284,6 +284,26 @@ pub(crate) mod conformance {
         );
         assert_eq!(all(store, Table::Journal).len(), 1);
         store.commit(&WriteBatch::new()).expect("empty commit");
+        // The last write to a key in a batch wins, whatever came before it: put then
+        // delete leaves nothing, delete then put leaves the put, the same key in another
+        // table is its own.
+        let mut batch = WriteBatch::new();
+        batch.put(Table::Jobs, b"c".to_vec(), b"3".to_vec());
+        batch.delete(Table::Jobs, b"c".to_vec());
+        batch.delete(Table::Jobs, b"a".to_vec());
+        batch.put(Table::Jobs, b"a".to_vec(), b"again".to_vec());
+        batch.put(Table::Meta, b"a".to_vec(), b"meta".to_vec());
+        batch.delete(Table::Meta, b"a".to_vec());
+        batch.put(Table::Meta, b"a".to_vec(), b"meta, last".to_vec());
+        store.commit(&batch).expect("commit");
+        assert_eq!(
+            all(store, Table::Jobs),
+            vec![(b"a".to_vec(), b"again".to_vec())]
+        );
+        assert_eq!(
+            store.get(Table::Meta, b"a").expect("get"),
+            Some(b"meta, last".to_vec())
+        );
     }
 
     /// Scans are ordered, bounded, prefix-limited and stoppable.

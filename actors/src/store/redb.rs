@@ -166,11 +166,24 @@ impl Store for RedbStore {
                 self.path.display()
             )));
         };
+        // A key written more than once in a batch — a job's summary rewritten at each of
+        // its steps, an effect requested, claimed and completed in one batch — is written
+        // once, with its last write: the transaction's outcome is the same, and each
+        // write spared is a B-tree descent.
+        let writes = batch.writes();
+        let mut last: std::collections::HashMap<(usize, &[u8]), usize> =
+            std::collections::HashMap::with_capacity(writes.len());
+        for (at, write) in writes.iter().enumerate() {
+            last.insert((write.table.index(), write.key.as_slice()), at);
+        }
         let txn = db.begin_write().map_err(io)?;
         {
             let mut open: Vec<Option<redb::Table<'_, &[u8], &[u8]>>> =
                 (0..TABLES.len()).map(|_| None).collect();
-            for write in batch.writes() {
+            for (at, write) in writes.iter().enumerate() {
+                if last.get(&(write.table.index(), write.key.as_slice())) != Some(&at) {
+                    continue;
+                }
                 let slot = &mut open[write.table.index()];
                 if slot.is_none() {
                     *slot = Some(txn.open_table(definition(write.table)).map_err(io)?);

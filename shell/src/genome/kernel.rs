@@ -495,7 +495,9 @@ impl KernelState {
     /// Takes the pending writes as one batch, and evaluates now — while memory holds
     /// exactly what the batch makes durable — every reply that must follow it.
     fn seal(&mut self) -> Sealed {
-        // Reads first: nothing is written between them and the seal, so each answer
+        // `kv` steps first: their writes and completions join this batch.
+        let inline = self.run_inline(now_ms());
+        // Reads next: nothing is written between them and the seal, so each answer
         // shows exactly what this batch makes durable.
         let reads = std::mem::take(&mut self.reads);
         if !reads.is_empty() {
@@ -518,7 +520,7 @@ impl KernelState {
             }
         }
         let seal = self.host.seal(&mut self.desk.path);
-        let mut ready = 0;
+        let mut ready: usize = 0;
         let mut cancels = Vec::new();
         let mut places = Vec::new();
         for notice in seal.notices {
@@ -572,6 +574,8 @@ impl KernelState {
                 }
             }
         }
+        // The seats need not wake for the effects the kernel ran itself.
+        let ready = ready.saturating_sub(inline);
         // Only a changed deadline wakes the ticker.
         let next = self.desk.path.next_deadline();
         self.genome.deadline.send_if_modified(|old| {
@@ -589,6 +593,64 @@ impl KernelState {
             cancels,
             places,
         }
+    }
+
+    /// Runs the ready `kv` writes itself (a `call` to `kv` with `op: put` or `delete`, a
+    /// string key and no needs): each is claimed, written and completed in the batch
+    /// being sealed, so the step, its write and its completion are durable together —
+    /// a `kv` step costs no seat, no round trip and no commit of its own, and its write
+    /// happens exactly once. Anything else (a `get`, a `list`, a malformed call) goes to
+    /// the seats and the provider, which answers it or says what is wrong. Returns how
+    /// many ran.
+    fn run_inline(&mut self, now: u64) -> usize {
+        /// Bound per seal: a flow that loops over `kv` steps yields to everything else.
+        const INLINE_PER_SEAL_MAX: usize = 4096;
+        if !self.genome.accepting_work() {
+            return 0;
+        }
+        let holder = format!("{}/kernel", self.genome.info.name);
+        let node = Some(self.genome.info.name.clone());
+        let mut ran = 0;
+        while ran < INLINE_PER_SEAL_MAX {
+            let Some(effect) =
+                self.host
+                    .claim_local(&mut self.desk.path, now, &holder, &|_, request| {
+                        inline_kv(request).is_some()
+                    })
+            else {
+                break;
+            };
+            let Some((action, key, value)) = inline_kv(&effect.request) else {
+                break;
+            };
+            let (action, key, value) = (action.to_owned(), key.to_owned(), value.clone());
+            let response = super::desk::kv_write(&mut self.desk.path, &action, key, &value);
+            let outcome = if response.ok {
+                Outcome::Call {
+                    ok: true,
+                    value: palm_actors::json::Json(response.result.unwrap_or_default()),
+                    error: None,
+                }
+            } else {
+                Outcome::Call {
+                    ok: false,
+                    value: palm_actors::json::Json(serde_json::Value::Null),
+                    error: Some(format!(
+                        "kv: {}",
+                        response.error.map(|e| e.message).unwrap_or_default()
+                    )),
+                }
+            };
+            if let Err(err) =
+                self.desk
+                    .path
+                    .complete(now, &effect.key, effect.token, outcome, node.clone())
+            {
+                warn!(key = effect.key, %err, "kv step not completed in the kernel");
+            }
+            ran += 1;
+        }
+        ran
     }
 
     /// True when `job`'s flow says `patches: apply_on_success`.
@@ -635,6 +697,33 @@ impl KernelState {
         complete(&self.genome, sealed);
         Ok(())
     }
+}
+
+/// A `kv` write the kernel runs itself (see `KernelState::run_inline`): its op, key and
+/// value.
+fn inline_kv(request: &palm_actors::bt::EffectRequest) -> Option<(&str, &str, &serde_json::Value)> {
+    let palm_actors::bt::EffectRequest::Call {
+        provider,
+        args,
+        needs,
+        ..
+    } = request
+    else {
+        return None;
+    };
+    if provider != "kv" || !needs.is_empty() {
+        return None;
+    }
+    let op = args.0.get("op")?.as_str()?;
+    let key = args.0.get("key")?.as_str()?;
+    if !(op == "put" || op == "delete") || key.is_empty() {
+        return None;
+    }
+    Some((
+        op,
+        key,
+        args.0.get("value").unwrap_or(&serde_json::Value::Null),
+    ))
 }
 
 /// Commits and flushes one batch, and counts it.
