@@ -39,9 +39,12 @@ impl Drop for GroupGuard {
 }
 
 /// The script a `run` command starts under: it waits for one line on stdin (the gate),
-/// then becomes `sh -c CMD` with stdin from /dev/null. If the node dies before opening
-/// the gate, stdin reaches end of file and the command never starts (exit 125).
-const GATE_SHELL: &str = "read -r _ || exit 125; exec sh -c \"$1\" </dev/null";
+/// then, with stdin from /dev/null and no positional parameters, runs CMD itself (`eval`)
+/// — what `exec sh -c CMD` did, without a second shell's exec (about 0.4 ms of CPU per
+/// command here, a third of a bare `sh -c true`). `$0` is `sh`. If the node dies before
+/// opening the gate, stdin reaches end of file and the command never starts (exit 125).
+const GATE_SHELL: &str = "read -r _ || exit 125; exec </dev/null; __palm_cmd=$1; shift; \
+                          eval \"unset __palm_cmd; $__palm_cmd\"";
 
 /// The script a program given as argv starts under: the same gate, then `exec` of the
 /// argv with stdin left open, so what follows the gate line (a provider's arguments) is
@@ -64,11 +67,7 @@ pub fn command(program: &Program<'_>) -> tokio::process::Command {
     let mut process = tokio::process::Command::new("sh");
     match program {
         Program::Shell(text) => {
-            process
-                .arg("-c")
-                .arg(GATE_SHELL)
-                .arg("palm-effect")
-                .arg(text);
+            process.arg("-c").arg(GATE_SHELL).arg("sh").arg(text);
         }
         Program::Argv(argv) => {
             process
