@@ -464,6 +464,9 @@ impl Interests {
     /// Matches an event against every active interest, writing intents. Returns how many
     /// interests matched (a refused start counts: it matched).
     pub fn happened(&mut self, now: u64, happening: &Happening, batch: &mut WriteBatch) -> usize {
+        if !self.listening() {
+            return 0;
+        }
         let (payload, depth, chain, cause) = match happening {
             Happening::JobEnded {
                 flow,
@@ -539,6 +542,12 @@ impl Interests {
             );
         }
         matched
+    }
+
+    /// True when some `on:` trigger is active: without one, nothing that happens needs
+    /// building into an event.
+    pub fn listening(&self) -> bool {
+        !self.active.is_empty()
     }
 
     /// Turns due schedules into intents.

@@ -1575,19 +1575,21 @@ impl JobPath {
         });
         if record.status.is_terminal() {
             let core = self.jobs.remove(job_id).expect("checked above");
-            self.remember_finished(&core);
             // Completers announce themselves: the job's end is an event interests may
-            // match, written in this same batch.
-            let happening = Happening::JobEnded {
-                flow: core.flow().to_owned(),
-                job: job_id.to_owned(),
-                status: core.status().as_str().to_owned(),
-                state: core.engine().state().clone(),
-                error: core.error().map(str::to_owned),
-                started_by: core.started_by().cloned(),
-            };
-            self.interests.happened(now, &happening, &mut self.batch);
-            self.take_interest_refusals();
+            // match, written in this same batch (built only when some trigger listens:
+            // it copies the job's state).
+            if self.interests.listening() {
+                let happening = Happening::JobEnded {
+                    flow: core.flow().to_owned(),
+                    job: job_id.to_owned(),
+                    status: core.status().as_str().to_owned(),
+                    state: core.engine().state().clone(),
+                    error: core.error().map(str::to_owned),
+                    started_by: core.started_by().cloned(),
+                };
+                self.interests.happened(now, &happening, &mut self.batch);
+                self.take_interest_refusals();
+            }
             if let Some((parent, effect)) = self.waiters.remove(job_id) {
                 self.spawned.remove(&effect);
                 let status = core.status();
@@ -1605,17 +1607,18 @@ impl JobPath {
                     },
                 });
             }
+            self.remember_finished(core);
         }
     }
 
-    fn remember_finished(&mut self, core: &JobCore) {
+    fn remember_finished(&mut self, core: JobCore) {
         if self.finished_order.len() >= FINISHED_CACHED_MAX
             && let Some(oldest) = self.finished_order.pop_front()
         {
             self.finished.remove(&oldest);
         }
         self.finished_order.push_back(core.id().to_owned());
-        self.finished.insert(core.id().to_owned(), core.clone());
+        self.finished.insert(core.id().to_owned(), core);
     }
 
     fn drop_effect(&mut self, key: &str, cancelled: bool) {
