@@ -186,13 +186,3 @@ pub fn hostname() -> Option<String> {
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
-
-/// Hands the heap's free pages back to the system (glibc keeps what a burst freed — the
-/// journals a boot replays — in its arenas, counted in the process's resident memory).
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointer and only walks the allocator's own arenas.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}

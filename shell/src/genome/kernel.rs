@@ -210,7 +210,6 @@ impl Actor for Kernel {
         genome: Arc<Genome>,
     ) -> Result<KernelState, ActorProcessingErr> {
         let mut path = open_path(&genome)?;
-        crate::sys::release_free_memory();
         // Before any claim is answered: what the previous life left running must stop,
         // or its effects would run a second time beside their orphans.
         super::orphans::stop_orphans(&mut path).await;
