@@ -1285,3 +1285,67 @@ fn parked_jobs_leave_memory_once_durable_and_come_back_when_moved() {
     assert_eq!(host.path.dormant_jobs().count(), 0);
     assert_eq!(host.view(&b).status, JobStatus::Cancelled);
 }
+
+#[test]
+fn claim_fresh_looks_only_at_effects_requested_since_the_last_take() {
+    let mut host = Host::new();
+    let old = host.submit_source(&example("hello"), json!({})).job;
+    // Committed: its effect is no longer fresh, though still ready for seats.
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| true)
+            .is_none()
+    );
+    let new = host.submit_source(&example("hello"), json!({})).job;
+    // `submit_source` commits too; a request made after the take is fresh.
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| true)
+            .is_none()
+    );
+    let store = host.store.clone();
+    let third = host
+        .path
+        .submit(
+            host.now,
+            SubmitRequest {
+                flow: FlowRef::Source {
+                    source: example("hello"),
+                    origin: "test.yaml".to_owned(),
+                },
+                input: Default::default(),
+                args: Vec::new(),
+                started_by: None,
+            },
+            &*store,
+        )
+        .expect("submit")
+        .job;
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| false)
+            .is_none(),
+        "the filter is honoured"
+    );
+    let fresh = host
+        .path
+        .claim_fresh(host.now, "n/kernel", &|_, _| true)
+        .expect("the fresh effect");
+    assert_eq!(fresh.job, third);
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| true)
+            .is_none()
+    );
+    // The others stay in order for seats.
+    let seat = host
+        .path
+        .claim(host.now, "n/seat-0", &|_, _| true)
+        .expect("old");
+    assert_eq!(seat.job, old);
+    let seat = host
+        .path
+        .claim(host.now, "n/seat-1", &|_, _| true)
+        .expect("new");
+    assert_eq!(seat.job, new);
+}

@@ -466,6 +466,9 @@ pub struct JobPath {
     finished_order: VecDeque<String>,
     effects: HashMap<String, EffectRecord>,
     ready: VecDeque<String>,
+    /// Effects requested since the last take, at the back of `ready` (a hint for
+    /// [`JobPath::claim_fresh`]).
+    fresh_ready: usize,
     timers: BTreeSet<(u64, String)>,
     leases: BTreeSet<(u64, String)>,
     resumes: VecDeque<String>,
@@ -609,6 +612,7 @@ impl JobPath {
             finished_order: VecDeque::new(),
             effects: HashMap::new(),
             ready: VecDeque::new(),
+            fresh_ready: 0,
             timers: BTreeSet::new(),
             leases: BTreeSet::new(),
             resumes: VecDeque::new(),
@@ -865,6 +869,7 @@ impl JobPath {
         // order, one at a time): its start keys are readable from the store.
         self.starts_taken = std::mem::take(&mut self.starts);
         self.unforced = 0;
+        self.fresh_ready = 0;
         // Likewise the jobs it wrote: those still parked, and untouched since, can be
         // read back from the store, so they leave memory.
         let settled = std::mem::replace(&mut self.touched_taken, std::mem::take(&mut self.touched));
@@ -1534,6 +1539,7 @@ impl JobPath {
                         }
                         EffectRequest::Run { .. } | EffectRequest::Call { .. } => {
                             self.ready.push_back(key.clone());
+                            self.fresh_ready += 1;
                             self.notices.push(Notice::EffectReady);
                         }
                     }
@@ -1787,32 +1793,59 @@ impl JobPath {
                 self.ready.push_back(key);
                 continue;
             }
-            let token = self.next_token;
-            self.next_token += 1;
-            let lease_until = now.saturating_add(self.config.lease_ms);
-            record.claim = Some(Claim {
-                token,
-                holder: holder.to_owned(),
-                lease_until,
-            });
-            let claimed = ClaimedEffect {
-                key: key.clone(),
-                job: record.job.clone(),
-                token,
-                lease_until,
-                request: record.request.clone(),
-            };
-            self.batch
-                .put(Table::Effects, key.as_bytes().to_vec(), encode(&*record));
-            self.batch.put(
-                Table::Meta,
-                records::META_NEXT_TOKEN.to_vec(),
-                self.next_token.to_be_bytes().to_vec(),
-            );
-            self.leases.insert((lease_until, key));
-            return Some(claimed);
+            return self.claim_key(now, holder, key);
         }
         None
+    }
+
+    /// Like [`JobPath::claim`], among the effects made ready since the last
+    /// [`JobPath::take_batch`] only (the back of the queue, as far as it still holds
+    /// them): for a host that runs some kinds of effect itself as they appear, without
+    /// walking a long queue of others at every seal. One it misses stays ready for seats.
+    pub fn claim_fresh(
+        &mut self,
+        now: u64,
+        holder: &str,
+        accept: &dyn Fn(&str, &EffectRequest) -> bool,
+    ) -> Option<ClaimedEffect> {
+        let fresh = self.fresh_ready.min(self.ready.len());
+        let at = (self.ready.len() - fresh..self.ready.len()).find(|&at| {
+            self.effects
+                .get(&self.ready[at])
+                .is_some_and(|r| r.claim.is_none() && accept(&r.job, &r.request))
+        })?;
+        let key = self.ready.remove(at)?;
+        self.fresh_ready = fresh - 1;
+        self.claim_key(now, holder, key)
+    }
+
+    /// Claims ready effect `key` (taken off the queue by the caller) for `holder`.
+    fn claim_key(&mut self, now: u64, holder: &str, key: String) -> Option<ClaimedEffect> {
+        let record = self.effects.get_mut(&key)?;
+        let token = self.next_token;
+        self.next_token += 1;
+        let lease_until = now.saturating_add(self.config.lease_ms);
+        record.claim = Some(Claim {
+            token,
+            holder: holder.to_owned(),
+            lease_until,
+        });
+        let claimed = ClaimedEffect {
+            key: key.clone(),
+            job: record.job.clone(),
+            token,
+            lease_until,
+            request: record.request.clone(),
+        };
+        self.batch
+            .put(Table::Effects, key.as_bytes().to_vec(), encode(&*record));
+        self.batch.put(
+            Table::Meta,
+            records::META_NEXT_TOKEN.to_vec(),
+            self.next_token.to_be_bytes().to_vec(),
+        );
+        self.leases.insert((lease_until, key));
+        Some(claimed)
     }
 
     /// Number of claimable effects waiting for a seat.

@@ -611,11 +611,13 @@ impl KernelState {
         let node = Some(self.genome.info.name.clone());
         let mut ran = 0;
         while ran < INLINE_PER_SEAL_MAX {
-            let Some(effect) =
-                self.host
-                    .claim_local(&mut self.desk.path, now, &holder, &|_, request| {
-                        inline_kv(request).is_some()
-                    })
+            // Only effects made ready since the last seal are looked at: a long queue of
+            // others waiting for seats is not walked at every seal. The claim is written
+            // with the completion just below, in this same batch.
+            let Some(effect) = self
+                .desk
+                .path
+                .claim_fresh(now, &holder, &|_, request| inline_kv(request).is_some())
             else {
                 break;
             };
