@@ -7,6 +7,11 @@
 //! kernel records the shape (writes, bytes) of every durable commit; the baseline then
 //! commits exactly those shapes of raw inserts into a bare redb file. The ratio says what
 //! the job path costs over the storage it cannot avoid.
+//!
+//! With `--store postgres://…` the same flows run again on a second node whose store is
+//! that database (a fresh schema, dropped afterwards), against raw commits of the same
+//! shapes into PostgreSQL, and `ratio.postgres_over_redb_*` sets its throughput next to
+//! redb's from the same run.
 
 use crate::cli::BenchJobsArgs;
 use crate::ctx::Ctx;
@@ -86,9 +91,36 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
+/// Where the raw baseline commits go.
+pub(crate) enum Baseline<'a> {
+    /// Fresh redb files in this scratch directory.
+    Redb(&'a std::path::Path),
+    /// Fresh schemas of this PostgreSQL database (dropped afterwards).
+    Postgres(&'a str),
+}
+
 /// Commits raw inserts in exactly the given shapes; returns the seconds taken.
-fn baseline(path: &std::path::Path, shapes: &[(usize, usize)]) -> Result<f64, CliError> {
-    let store = RedbStore::open(path).map_err(|e| CliError::failure("bench", e.to_string()))?;
+fn baseline(to: &Baseline<'_>, shapes: &[(usize, usize)]) -> Result<f64, CliError> {
+    let fail = |e: palm_actors::store::StoreError| CliError::failure("bench", e.to_string());
+    let (store, dropped): (Box<dyn Store>, Option<String>) = match to {
+        Baseline::Redb(scratch) => (
+            Box::new(
+                RedbStore::open(&scratch.join(format!("raw-{}.redb", shapes.len())))
+                    .map_err(fail)?,
+            ),
+            None,
+        ),
+        Baseline::Postgres(url) => {
+            let url = palm_pgstore::with_schema(
+                url,
+                &format!("palm_bench_raw_{}_{}", std::process::id(), shapes.len()),
+            );
+            (
+                Box::new(palm_pgstore::PgStore::open(&url, "palm bench (raw)").map_err(fail)?),
+                Some(url),
+            )
+        }
+    };
     let mut key = 0u64;
     let started = Instant::now();
     for (writes, bytes) in shapes {
@@ -99,14 +131,15 @@ fn baseline(path: &std::path::Path, shapes: &[(usize, usize)]) -> Result<f64, Cl
             key += 1;
             batch.put(Table::Journal, key.to_be_bytes().to_vec(), vec![0x5a; size]);
         }
-        store
-            .commit(&batch)
-            .map_err(|e| CliError::failure("bench", e.to_string()))?;
-        store
-            .flush()
-            .map_err(|e| CliError::failure("bench", e.to_string()))?;
+        store.commit(&batch).map_err(fail)?;
+        store.flush().map_err(fail)?;
     }
-    Ok(started.elapsed().as_secs_f64())
+    let seconds = started.elapsed().as_secs_f64();
+    drop(store);
+    if let Some(url) = dropped {
+        palm_pgstore::drop_schema(&url).map_err(fail)?;
+    }
+    Ok(seconds)
 }
 
 /// Measures `source`: throughput with `args.in_flight` jobs at once, latency one at a
@@ -115,7 +148,7 @@ pub(crate) async fn measure(
     node: &Arc<Node>,
     source: &'static str,
     args: &BenchJobsArgs,
-    scratch: &std::path::Path,
+    raw: &Baseline<'_>,
 ) -> Result<Measured, CliError> {
     // Warm up (definition stored, caches filled) before anything is timed.
     for _ in 0..20 {
@@ -153,9 +186,7 @@ pub(crate) async fn measure(
         latencies.push(submit_and_wait(node, source).await?);
     }
     latencies.sort();
-    let baseline_s = tokio::task::block_in_place(|| {
-        baseline(&scratch.join(format!("raw-{}.redb", shapes.len())), &shapes)
-    })?;
+    let baseline_s = tokio::task::block_in_place(|| baseline(raw, &shapes))?;
     Ok(Measured {
         jobs_per_s: total as f64 / seconds,
         seconds,
@@ -166,7 +197,7 @@ pub(crate) async fn measure(
     })
 }
 
-fn report(name: &str, m: &Measured) -> Value {
+fn report(name: &str, m: &Measured, baseline: &str) -> Value {
     let writes: usize = m.shapes.iter().map(|(w, _)| w).sum();
     json!({
         "flow": name,
@@ -176,67 +207,141 @@ fn report(name: &str, m: &Measured) -> Value {
         "commits": m.shapes.len(),
         "writes": writes,
         "baseline": {
-            "what": "raw redb inserts, same commits, same writes and bytes per commit, durable",
+            "what": format!("raw {baseline} inserts, same commits, same writes and bytes per commit, durable"),
             "seconds": m.baseline_s,
         },
         "ratio_vs_baseline": m.seconds / m.baseline_s.max(1e-9),
     })
 }
 
-/// Runs the benchmark.
-pub async fn jobs(ctx: &Ctx, args: BenchJobsArgs) -> CliResult {
-    let scratch = std::env::temp_dir().join(format!("palm-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)?;
+/// Boots a benchmark node over `data`, on `store` (redb when `None`).
+async fn boot(
+    data: std::path::PathBuf,
+    args: &BenchJobsArgs,
+    store: Option<String>,
+) -> Result<Arc<Node>, CliError> {
     let mut settings = NodeSettings::default();
     if let Some(seats) = args.seats {
         settings.seats = seats.max(1);
     }
-    let node = Arc::new(
+    Ok(Arc::new(
         Node::boot(BootOptions {
-            data: scratch.join("node"),
+            data,
             name: "bench".into(),
             profile: "all-in-one".into(),
             settings,
             embedded: true,
+            store: store.map(crate::node::StoreLocation::Postgres),
         })
         .await?,
-    );
-    eprintln!(
-        "palm bench: {} jobs per flow, {} in flight, {} latency samples",
-        args.jobs, args.in_flight, args.samples
-    );
-    let set = measure(&node, SET_FLOW, &args, &scratch).await;
+    ))
+}
+
+/// Both flows on one node, then the node stopped.
+async fn both(
+    node: Arc<Node>,
+    args: &BenchJobsArgs,
+    raw: &Baseline<'_>,
+) -> Result<(Measured, Measured, u64), CliError> {
+    let set = measure(&node, SET_FLOW, args, raw).await;
     let run = match &set {
-        Ok(_) => measure(&node, RUN_FLOW, &args, &scratch).await,
+        Ok(_) => measure(&node, RUN_FLOW, args, raw).await,
         Err(_) => Err(CliError::failure("bench", "skipped")),
     };
     let commits = node.genome().stats.commits.load(Ordering::Relaxed);
     if let Ok(node) = Arc::try_unwrap(node) {
         node.shutdown(Duration::ZERO).await;
     }
+    Ok((set?, run?, commits))
+}
+
+/// Runs the benchmark.
+pub async fn jobs(ctx: &Ctx, args: BenchJobsArgs) -> CliResult {
+    if let Some(url) = &args.store
+        && !palm_pgstore::is_postgres_url(url)
+    {
+        return Err(CliError::usage(
+            "store",
+            "--store must be a postgres:// URL",
+        ));
+    }
+    let scratch = std::env::temp_dir().join(format!("palm-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    let (set, run) = (set?, run?);
-    let result = json!({
+    std::fs::create_dir_all(&scratch)?;
+    eprintln!(
+        "palm bench: {} jobs per flow, {} in flight, {} latency samples",
+        args.jobs, args.in_flight, args.samples
+    );
+    let redb = match boot(scratch.join("node"), &args, None).await {
+        Ok(node) => both(node, &args, &Baseline::Redb(&scratch)).await,
+        Err(err) => Err(err),
+    };
+    let postgres = match (&args.store, &redb) {
+        (Some(url), Ok(_)) => {
+            let url = palm_pgstore::with_schema(url, &format!("palm_bench_{}", std::process::id()));
+            eprintln!("palm bench: the same on {}", palm_pgstore::redact(&url));
+            let measured = match boot(scratch.join("pg-node"), &args, Some(url.clone())).await {
+                Ok(node) => both(node, &args, &Baseline::Postgres(&url)).await,
+                Err(err) => Err(err),
+            };
+            let dropped =
+                tokio::task::spawn_blocking(move || palm_pgstore::drop_schema(&url)).await;
+            if let Ok(Err(err)) = dropped {
+                eprintln!("palm bench: could not drop the benchmark schema: {err}");
+            }
+            Some(measured?)
+        }
+        _ => None,
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (set, run, commits) = redb?;
+    let mut result = json!({
         "machine": { "cpus": crate::sys::cpus() },
-        "set": report("one set leaf", &set),
-        "run": report("one run leaf (true)", &run),
+        "set": report("one set leaf", &set, "redb"),
+        "run": report("one run leaf (true)", &run, "redb"),
         "commits_total": commits,
+        "ratio": {
+            "set_over_raw_redb": set.baseline_s / set.seconds.max(1e-9),
+            "run_over_raw_redb": run.baseline_s / run.seconds.max(1e-9),
+        },
     });
+    if let Some((pg_set, pg_run, pg_commits)) = &postgres {
+        result["postgres"] = json!({
+            "set": report("one set leaf", pg_set, "PostgreSQL"),
+            "run": report("one run leaf (true)", pg_run, "PostgreSQL"),
+            "commits_total": pg_commits,
+        });
+        result["ratio"]["postgres_over_redb_set"] =
+            json!(pg_set.jobs_per_s / set.jobs_per_s.max(1e-9));
+        result["ratio"]["postgres_over_redb_run"] =
+            json!(pg_run.jobs_per_s / run.jobs_per_s.max(1e-9));
+    }
     if ctx.out.json {
         ctx.out.json(&result);
     } else {
-        for (label, m) in [("set flow", &set), ("run flow", &run)] {
+        let mut rows = vec![("set flow", "redb", &set), ("run flow", "redb", &run)];
+        if let Some((pg_set, pg_run, _)) = &postgres {
+            rows.push(("set flow", "postgres", pg_set));
+            rows.push(("run flow", "postgres", pg_run));
+        }
+        for (label, store, m) in rows {
             println!(
-                "{label}: {:>8.0} jobs/s with {} in flight; latency p50 {:.2} ms, p99 {:.2} ms (one at a time)",
+                "{label} on {store}: {:>8.0} jobs/s with {} in flight; latency p50 {:.2} ms, p99 {:.2} ms (one at a time)",
                 m.jobs_per_s, args.in_flight, m.p50_ms, m.p99_ms
             );
             println!(
-                "          {} commits in {:.2} s; raw redb, same commits: {:.2} s; ratio {:.2}x",
+                "          {} commits in {:.2} s; raw {store}, same commits: {:.2} s; ratio {:.2}x",
                 m.shapes.len(),
                 m.seconds,
                 m.baseline_s,
                 m.seconds / m.baseline_s.max(1e-9)
+            );
+        }
+        if let Some((pg_set, pg_run, _)) = &postgres {
+            println!(
+                "postgres over redb, same run: set {:.2}x, run {:.2}x",
+                pg_set.jobs_per_s / set.jobs_per_s.max(1e-9),
+                pg_run.jobs_per_s / run.jobs_per_s.max(1e-9)
             );
         }
     }

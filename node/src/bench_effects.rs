@@ -14,7 +14,7 @@
 //! shared machine hits a baseline as likely as what it is the baseline of: the best
 //! round's throughput counts, and the median round's latency.
 
-use crate::bench::{Measured, measure, percentile};
+use crate::bench::{Baseline, Measured, measure, percentile};
 use crate::cli::{BenchEffectsArgs, BenchJobsArgs};
 use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
@@ -112,6 +112,7 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
             profile: "all-in-one".into(),
             settings,
             embedded: true,
+            store: None,
         })
         .await?,
     );
@@ -128,14 +129,15 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         in_flight: args.in_flight,
         samples: args.samples,
         seats: None,
+        store: None,
     };
     let measured = async {
         let (mut set, mut kv, mut run, mut spawned) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..args.rounds.max(1) {
-            set.push(measure(&node, SET_FLOW, &shape, &scratch).await?);
-            kv.push(measure(&node, KV_FLOW, &shape, &scratch).await?);
-            run.push(measure(&node, RUN_FLOW, &shape, &scratch).await?);
+            set.push(measure(&node, SET_FLOW, &shape, &Baseline::Redb(&scratch)).await?);
+            kv.push(measure(&node, KV_FLOW, &shape, &Baseline::Redb(&scratch)).await?);
+            run.push(measure(&node, RUN_FLOW, &shape, &Baseline::Redb(&scratch)).await?);
             spawned.push(spawns(&args).await?);
         }
         let spawn_per_s = spawned.iter().map(|s| s.0).fold(0.0, f64::max);

@@ -71,6 +71,7 @@ pub async fn run(ctx: &Ctx, args: BenchExplorerArgs) -> CliResult {
         profile: "all-in-one".into(),
         settings: NodeSettings::default(),
         embedded: true,
+        store: None,
     })
     .await?;
     let result = measure(&node, &args).await;

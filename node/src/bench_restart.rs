@@ -145,6 +145,7 @@ pub async fn run(ctx: &Ctx, args: BenchRestartArgs) -> CliResult {
             profile: "all-in-one".into(),
             settings: NodeSettings::default(),
             embedded: true,
+            store: None,
         })
         .await?,
     );

@@ -252,6 +252,12 @@ pub struct UpArgs {
     /// an API token (`palm token create --role api`).
     #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = crate::web::HTTP_DEFAULT)]
     pub http: Option<String>,
+    /// Where the node keeps its truth: `redb` (the data directory's own file) or a
+    /// `postgres://USER@HOST:PORT/DB[?schema=NAME&pool=N]` URL (a cloud root's replicated
+    /// store). Recorded in DIR/store.url, so later commands on this directory use it too
+    /// [default: as recorded, else redb].
+    #[arg(long, value_name = "redb|URL", env = "PALM_STORE")]
+    pub store: Option<String>,
 }
 
 /// `palm run`.
@@ -853,6 +859,10 @@ pub struct BenchJobsArgs {
     /// Seats of the benchmark node.
     #[arg(long)]
     pub seats: Option<usize>,
+    /// Also measure a node on this PostgreSQL store (`postgres://…`), in fresh schemas
+    /// dropped afterwards, next to redb in the same run.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 /// `palm bench restart`.

@@ -8,7 +8,7 @@ use crate::control::server::socket_path;
 pub use crate::ctx::{Ctx, one_call, print, settled_view, status_code};
 use crate::exit::{CliError, CliResult, Code};
 use crate::genome::NodeSettings;
-use crate::node::{BootOptions, Node, store_path};
+use crate::node::{BootOptions, Node};
 use crate::output::{self, Output};
 use palm_api::protocol::{FlowArg, Request};
 use palm_api::verbs::check_continue;
@@ -143,7 +143,7 @@ pub(crate) async fn wait_and_print(
 /// Without a running node, a request that would be refused is checked against the store
 /// read-only first, so refusing it never boots a node (which would touch the store).
 async fn precheck(ctx: &Ctx, request: Request) -> Result<Option<Value>, CliError> {
-    if connect(&ctx.data).await.is_some() || !store_path(&ctx.data).exists() {
+    if connect(&ctx.data).await.is_some() || !crate::node::has_store(&ctx.data) {
         return Ok(None);
     }
     one_call(ctx, Access::Read, request).await.map(Some)
@@ -514,6 +514,11 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
         profile,
         settings: settings.clone(),
         embedded: false,
+        store: args
+            .store
+            .as_deref()
+            .map(|choice| crate::node::StoreLocation::parse(&ctx.data, choice))
+            .transpose()?,
     })
     .await?;
     // The agents' transcripts, kept archived while the node runs (`sessions: {tail}`).
@@ -564,11 +569,26 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
         settings.seats,
         socket_path(&ctx.data).display()
     );
+    let fenced = node.when_fenced();
     tokio::select! {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
         () = node.stopped() => {
             return Err(CliError::failure("escalated", "the node's organs failed beyond their restart limits; see the log above"));
+        }
+        () = fenced => {
+            // Another replica owns the truth now; everything here is stale. Stop without
+            // a grace period: no effect of ours could be recorded anyway.
+            let _ = http_stop.send(());
+            if let Some(tree) = &tree {
+                tree.shutdown().await;
+            }
+            node.shutdown(Duration::ZERO).await;
+            return Err(CliError::failure(
+                "fenced",
+                "another replica took this node's store over (its writer's lease); stopping",
+            )
+            .with_hint("run `palm up` again to stand by for the lease"));
         }
     }
     eprintln!(

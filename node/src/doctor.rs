@@ -3,7 +3,7 @@
 use crate::control::server::{SOCKET_PATH_MAX, socket_path};
 use crate::ctx::Ctx;
 use crate::exit::{CliResult, Code};
-use crate::node::{DataLock, LockError, lock_path, open_store_read_only, store_path};
+use crate::node::{DataLock, LockError, lock_path, open_store_read_only};
 use palm_api::client::Client;
 use palm_api::protocol::Request;
 use palm_node::config::default_node_name;
@@ -229,7 +229,7 @@ pub async fn run(ctx: &Ctx) -> CliResult {
                 } else {
                     checks.push(check("node", true, "no node running; commands boot one in-process", None));
                 }
-                if store_path(data).exists() {
+                if crate::node::has_store(data) {
                     store_checks(data, &mut checks);
                 } else {
                     checks.push(check("store", true, "no store yet; the first command creates it", None));

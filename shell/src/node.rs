@@ -27,6 +27,100 @@ pub fn store_path(data: &Path) -> PathBuf {
     data.join("palm.redb")
 }
 
+/// The file naming a data directory's PostgreSQL store, written by `palm up --store`.
+pub fn store_url_path(data: &Path) -> PathBuf {
+    data.join("store.url")
+}
+
+/// Where a data directory's truth is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// Its own redb file (the default).
+    Redb(PathBuf),
+    /// A PostgreSQL database (a cloud root's replicated truth).
+    Postgres(String),
+}
+
+impl StoreLocation {
+    /// `--store` as given: `redb`, or a `postgres://` URL.
+    pub fn parse(data: &Path, choice: &str) -> Result<StoreLocation, CliError> {
+        if choice == "redb" {
+            return Ok(StoreLocation::Redb(store_path(data)));
+        }
+        if palm_pgstore::is_postgres_url(choice) {
+            palm_pgstore::PgOptions::parse(choice)
+                .map_err(|e| CliError::usage("store", e.to_string()))?;
+            return Ok(StoreLocation::Postgres(choice.to_owned()));
+        }
+        Err(CliError::usage(
+            "store",
+            format!(
+                "--store must be `redb` or a postgres:// URL, not {:?}",
+                palm_pgstore::redact(choice)
+            ),
+        ))
+    }
+
+    /// Where `data` keeps its truth: the URL recorded by `palm up --store`, else its redb
+    /// file.
+    pub fn of(data: &Path) -> Result<StoreLocation, CliError> {
+        let recorded = store_url_path(data);
+        match std::fs::read_to_string(&recorded) {
+            Ok(text) => StoreLocation::parse(data, text.trim()).map_err(|e| {
+                CliError::usage("store", format!("{}: {}", recorded.display(), e.message))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(StoreLocation::Redb(store_path(data)))
+            }
+            Err(e) => Err(CliError::usage(
+                "store",
+                format!("cannot read {}: {e}", recorded.display()),
+            )),
+        }
+    }
+
+    /// Makes this the data directory's store for every later command (owner-only file:
+    /// the URL may carry a password).
+    pub fn record(&self, data: &Path) -> std::io::Result<()> {
+        let path = store_url_path(data);
+        match self {
+            StoreLocation::Redb(_) => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+            StoreLocation::Postgres(url) => {
+                use std::os::unix::fs::OpenOptionsExt;
+                let temp = data.join("store.url.tmp");
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&temp)?;
+                file.write_all(format!("{url}\n").as_bytes())?;
+                file.sync_all()?;
+                std::fs::rename(&temp, &path)
+            }
+        }
+    }
+
+    /// For messages: the redb path, or the URL without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreLocation::Redb(path) => path.display().to_string(),
+            StoreLocation::Postgres(url) => palm_pgstore::redact(url),
+        }
+    }
+}
+
+/// True when `data` has a store to read (a redb file, or a PostgreSQL store named).
+pub fn has_store(data: &Path) -> bool {
+    match StoreLocation::of(data) {
+        Ok(StoreLocation::Redb(path)) => path.exists(),
+        Ok(StoreLocation::Postgres(_)) | Err(_) => true,
+    }
+}
+
 /// The lock file of a data directory.
 pub fn lock_path(data: &Path) -> PathBuf {
     data.join("palm.lock")
@@ -102,6 +196,8 @@ pub struct BootOptions {
     pub settings: NodeSettings,
     /// Booted by a command rather than `palm up`.
     pub embedded: bool,
+    /// `--store`: where the truth is kept from now on [default: as recorded, else redb].
+    pub store: Option<StoreLocation>,
 }
 
 /// A running node.
@@ -112,19 +208,92 @@ pub struct Node {
     _lock: DataLock,
 }
 
-/// Opens the store of a data directory read-only (the file stays byte for byte as it was),
-/// falling back to a read-write open when the store needs recovery after a crash.
+/// Opens the store of a data directory read-only (a redb file stays byte for byte as it
+/// was, falling back to a read-write open when it needs recovery after a crash; a
+/// PostgreSQL store is opened without the writer's lease).
 pub fn open_store_read_only(data: &Path) -> Result<Arc<dyn Store>, CliError> {
-    match RedbStore::open_read_only(&store_path(data)) {
-        Ok(store) => Ok(Arc::new(store)),
-        Err(_) => open_store(data),
+    match StoreLocation::of(data)? {
+        StoreLocation::Redb(path) => match RedbStore::open_read_only(&path) {
+            Ok(store) => Ok(Arc::new(store)),
+            Err(_) => open_store(data),
+        },
+        postgres => open_store_at(&postgres, StoreAccess::Read),
     }
 }
 
-/// Opens the store of a data directory, mapping failures to clear errors.
+/// Opens the store of a data directory to write, mapping failures to clear errors.
 pub fn open_store(data: &Path) -> Result<Arc<dyn Store>, CliError> {
-    let path = store_path(data);
-    match RedbStore::open(&path) {
+    let holder = format!(
+        "{} (pid {}, a command)",
+        crate::config::default_node_name(),
+        std::process::id()
+    );
+    open_store_at(
+        &StoreLocation::of(data)?,
+        StoreAccess::Write { holder: &holder },
+    )
+}
+
+/// How a store is opened.
+pub enum StoreAccess<'a> {
+    /// Only to read (a PostgreSQL store: without the writer's lease).
+    Read,
+    /// To write: a PostgreSQL store's writer's lease is taken now, or the open fails
+    /// naming its holder.
+    Write {
+        /// Who this is, for the other replicas' messages.
+        holder: &'a str,
+    },
+    /// To write, standing by until the writer's lease is free (a root replica).
+    Standby {
+        /// Who this is.
+        holder: &'a str,
+    },
+}
+
+/// Opens a store, mapping failures to clear errors.
+pub fn open_store_at(
+    location: &StoreLocation,
+    access: StoreAccess<'_>,
+) -> Result<Arc<dyn Store>, CliError> {
+    let path = match location {
+        StoreLocation::Redb(path) => path,
+        StoreLocation::Postgres(url) => {
+            use palm_pgstore::{Lease, PgStore};
+            let opened = match access {
+                StoreAccess::Read => PgStore::open_read_only(url),
+                StoreAccess::Write { holder } => PgStore::open_with(url, holder, Lease::Take),
+                StoreAccess::Standby { holder } => {
+                    let mut waiting = |held: &palm_pgstore::Held| {
+                        eprintln!(
+                            "palm: standing by: {} holds the store {} (lease epoch {}, {} ms left \
+                             unless renewed); taking over when it ends",
+                            held.holder,
+                            location.describe(),
+                            held.epoch,
+                            held.remaining.as_millis()
+                        );
+                    };
+                    PgStore::open_with(url, holder, Lease::Wait(&mut waiting))
+                }
+            };
+            return match opened {
+                Ok(store) => Ok(Arc::new(store)),
+                Err(StoreError::Locked(message)) => Err(CliError::failure(
+                    "locked",
+                    format!("the store {message} is in use by another replica"),
+                )
+                .with_hint(
+                    "send commands to the replica that holds it, or `palm up` here to stand by",
+                )),
+                Err(err) => Err(CliError::failure("store", err.to_string()).with_hint(
+                    "check that the database answers (`psql URL`) and that the URL's user may \
+                     create the schema; `palm doctor` checks the data directory",
+                )),
+            };
+        }
+    };
+    match RedbStore::open(path) {
         Ok(store) => Ok(Arc::new(store)),
         Err(StoreError::Locked(_)) => Err(CliError::failure(
             "locked",
@@ -217,7 +386,41 @@ impl Node {
             }
             Err(LockError::Io(message)) => return Err(CliError::usage("data_dir", message)),
         };
-        let store = open_store(&options.data)?;
+        let location = match &options.store {
+            Some(location) => location.clone(),
+            None => StoreLocation::of(&options.data)?,
+        };
+        let holder = format!(
+            "node {} (pid {}, data {})",
+            options.name,
+            std::process::id(),
+            options.data.display()
+        );
+        // A served node stands by for a replicated store's lease; a command's node does
+        // not wait. Off the runtime's threads: the wait blocks.
+        let embedded = options.embedded;
+        let store = {
+            let location = location.clone();
+            tokio::task::spawn_blocking(move || {
+                let access = if embedded {
+                    StoreAccess::Write { holder: &holder }
+                } else {
+                    StoreAccess::Standby { holder: &holder }
+                };
+                open_store_at(&location, access)
+            })
+            .await
+            .map_err(|e| CliError::failure("store", format!("opening the store failed: {e}")))??
+        };
+        if options.store.is_some() {
+            location.record(&options.data).map_err(|e| {
+                CliError::failure(
+                    "store",
+                    format!("cannot record the store in {}: {e}", options.data.display()),
+                )
+            })?;
+        }
+        info!(store = %store.describe(), "store open");
         let info = NodeInfo {
             name: options.name.clone(),
             profile: options.profile.clone(),
@@ -320,6 +523,22 @@ impl Node {
     /// Answers a control request in-process.
     pub async fn call(&self, request: Request) -> Response {
         dispatch(&self.genome, request).await
+    }
+
+    /// True once the node's store may no longer be written by it: another replica took
+    /// the store's writer's lease over. Nothing it does can be durable; it must stop.
+    pub fn fenced(&self) -> bool {
+        self.genome.store.fenced()
+    }
+
+    /// Resolves once [`Node::fenced`] holds (looked at every 200 ms).
+    pub fn when_fenced(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let genome = Arc::clone(&self.genome);
+        async move {
+            while !genome.store.fenced() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     }
 
     /// Waits until the organ tree stops by itself (an escalation).

@@ -7,8 +7,8 @@ use crate::exit::CliError;
 use crate::genome::desk::{Answer, Desk};
 use crate::genome::{NodeInfo, NodeSettings, now_ms};
 use crate::node::{
-    BootOptions, DataLock, LockError, Node, check_writable, open_store, open_store_read_only,
-    store_path,
+    BootOptions, DataLock, LockError, Node, check_writable, has_store, open_store,
+    open_store_read_only, store_path,
 };
 use palm_actors::path::{JobPath, JobPathConfig};
 use palm_actors::store::{MemoryStore, Store};
@@ -101,7 +101,7 @@ impl Target {
         if let Some(client) = connect(data).await {
             return Ok(Target::Remote(client));
         }
-        if access == Access::Read && !store_path(data).exists() {
+        if access == Access::Read && !has_store(data) {
             // Nothing stored yet: answer from an empty store, without creating anything.
             let label = format!("none yet ({} does not exist)", store_path(data).display());
             let store: Arc<dyn Store> = Arc::new(MemoryStore::standing_in_for(label));
@@ -154,6 +154,7 @@ impl Target {
             profile: "all-in-one".to_owned(),
             settings,
             embedded: true,
+            store: None,
         };
         match Node::boot(options).await {
             Ok(node) => Ok(Target::Embedded(Box::new(node))),

@@ -211,6 +211,12 @@ pub trait Store: Send + Sync {
 
     /// A short description for logs and `palm doctor` (`redb at /path`).
     fn describe(&self) -> String;
+
+    /// True once this process may no longer write the store: a replicated store's
+    /// writer's lease was taken over by another replica. Local stores never are.
+    fn fenced(&self) -> bool {
+        false
+    }
 }
 
 impl fmt::Debug for dyn Store {
@@ -242,9 +248,11 @@ pub fn scan_prefix(
     store.scan(table, prefix, end.as_deref(), visit)
 }
 
-/// Store conformance: every implementation must pass these, run by each backend's tests.
-#[cfg(test)]
-pub(crate) mod conformance {
+/// Store conformance: every implementation must pass these, run by each backend's tests
+/// (here for redb, memory and sled; `palm-pgstore`'s tests for PostgreSQL, through the
+/// `conformance` feature).
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance {
     use super::*;
 
     fn all(store: &dyn Store, table: Table) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -370,10 +378,84 @@ pub(crate) mod conformance {
         );
     }
 
+    /// Keys order byte by byte, unsigned, a prefix before its extensions, whatever the
+    /// bytes (NUL and 0xff included); empty values read back empty, not absent.
+    pub fn bytewise_order(store: &dyn Store) {
+        let keys: [&[u8]; 7] = [
+            b"\xff\x00",
+            b"a",
+            b"\x00\x00",
+            b"\xff",
+            b"\x01",
+            b"\x00",
+            b"\x7f\xff",
+        ];
+        let mut batch = WriteBatch::new();
+        for key in keys {
+            batch.put(Table::Kv, key.to_vec(), Vec::new());
+        }
+        store.commit(&batch).expect("commit");
+        let mut expected: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        expected.sort();
+        let seen: Vec<Vec<u8>> = all(store, Table::Kv).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(seen, expected, "unsigned byte order");
+        assert_eq!(
+            store.get(Table::Kv, b"\xff").expect("get"),
+            Some(Vec::new())
+        );
+        let mut from_ff = Vec::new();
+        store
+            .scan(Table::Kv, b"\xff", None, &mut |k, _| {
+                from_ff.push(k.to_vec());
+                true
+            })
+            .expect("scan");
+        assert_eq!(from_ff, vec![b"\xff".to_vec(), b"\xff\x00".to_vec()]);
+    }
+
+    /// A scan longer than any backend's page sees every key once, in order, and a
+    /// visitor may stop it anywhere.
+    pub fn long_scans(store: &dyn Store) {
+        let mut batch = WriteBatch::new();
+        for i in 0..5_000u32 {
+            batch.put(
+                Table::Jobs,
+                i.to_be_bytes().to_vec(),
+                i.to_le_bytes().to_vec(),
+            );
+        }
+        store.commit(&batch).expect("commit");
+        let mut next = 0u32;
+        store
+            .scan(Table::Jobs, b"", None, &mut |k, v| {
+                assert_eq!(k, next.to_be_bytes(), "every key once, in order");
+                assert_eq!(v, next.to_le_bytes());
+                next += 1;
+                true
+            })
+            .expect("scan");
+        assert_eq!(next, 5_000);
+        let mut seen = 0u32;
+        store
+            .scan(
+                Table::Jobs,
+                &1_000u32.to_be_bytes(),
+                Some(&4_000u32.to_be_bytes()),
+                &mut |_, _| {
+                    seen += 1;
+                    seen < 2_500
+                },
+            )
+            .expect("scan");
+        assert_eq!(seen, 2_500, "stopped where the visitor said");
+    }
+
     /// Runs every check on fresh stores from `open`.
     pub fn run(open: &dyn Fn() -> Box<dyn Store>) {
         basic(&*open());
         scans(&*open());
         large_batches(&*open());
+        bytewise_order(&*open());
+        long_scans(&*open());
     }
 }

@@ -111,6 +111,13 @@ impl Up {
 
     /// `palm up` with extra environment.
     pub fn start_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Up {
+        let up = Up::spawn_env(data, extra, env);
+        up.wait_ready();
+        up
+    }
+
+    /// `palm up`, not waiting for it to answer (a standby replica does not, yet).
+    pub fn spawn_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Up {
         let child = Command::new(palm_bin())
             .arg("--data")
             .arg(data)
@@ -124,15 +131,14 @@ impl Up {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn palm up");
-        let up = Up {
+        Up {
             child,
             data: data.to_owned(),
-        };
-        up.wait_ready();
-        up
+        }
     }
 
-    fn wait_ready(&self) {
+    /// Waits up to 20 s for the node to answer on its socket.
+    pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Some(mut client) = Client::connect(&self.data)

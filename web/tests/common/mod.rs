@@ -47,6 +47,7 @@ pub async fn world() -> World {
         profile: "all-in-one".into(),
         settings: NodeSettings::default(),
         embedded: true,
+        store: None,
     })
     .await
     .expect("boot");
