@@ -232,8 +232,9 @@ pub struct UpArgs {
     /// Address to accept child nodes on (root and realm profiles).
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
-    /// Parent node to link to.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Parent node to link to; several addresses, comma-separated, for the replicas of
+    /// one parent (a root on PostgreSQL): all are dialled at once, the one serving wins.
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT]")]
     pub parent: Option<String>,
     /// One-time join token from the parent.
     #[arg(long)]

@@ -208,3 +208,198 @@ fn flow_file(dir: &std::path::Path, flow: &str) -> String {
     std::fs::write(&path, flow).expect("write flow");
     path.display().to_string()
 }
+
+fn call(data: &std::path::Path, request: Value) -> Value {
+    Client::connect(data)
+        .and_then(|mut c| c.call(&request))
+        .unwrap_or(Value::Null)
+}
+
+fn child_up(parent: &std::path::Path, child: &str) -> bool {
+    call(parent, json!({"op": "vitality"}))["result"]["links"]
+        .as_array()
+        .is_some_and(|links| {
+            links
+                .iter()
+                .any(|l| l["peer"] == child && l["state"] == "up")
+        })
+}
+
+fn offers(parent: &std::path::Path, child: &str, capability: &str) -> bool {
+    call(parent, json!({"op": "tree"}))["result"]["tree"]["children"]
+        .as_array()
+        .is_some_and(|children| {
+            children.iter().any(|c| {
+                c["name"] == child
+                    && c["capabilities"]
+                        .as_array()
+                        .is_some_and(|caps| caps.iter().any(|x| x == capability))
+            })
+        })
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// The acceptance: two root replicas over one database, one edge dialling both,
+/// 1,000 jobs in flight whose effects run on the edge. `kill -9` of the serving replica:
+/// the edge is linked to the other within 5 s, and every job ends with exactly one
+/// completion.
+#[test]
+fn an_edge_follows_the_root_to_its_standby_and_a_thousand_jobs_finish_once() {
+    let Some(base) = server() else { return };
+    const PLACED: usize = 1_000;
+    let schema = Schema {
+        base: base.clone(),
+        name: format!("palm_e2e_tree_{}", std::process::id()),
+    };
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}schema={}&lease_ms=1500", schema.name);
+    let (a, b, e) = (data_dir(), data_dir(), data_dir());
+    let (addr_a, addr_b) = (
+        format!("127.0.0.1:{}", common::free_port()),
+        format!("127.0.0.1:{}", common::free_port()),
+    );
+    let config = "lease_ms: 3000\n";
+    std::fs::write(a.path().join("palm.yaml"), config).expect("config");
+    std::fs::write(b.path().join("palm.yaml"), config).expect("config");
+    std::fs::write(
+        e.path().join("palm.yaml"),
+        "capabilities: [blue]\nlink: {backoff_ms_max: 400}\n",
+    )
+    .expect("edge config");
+    let root = |listen: &str| -> Vec<String> {
+        [
+            "--profile",
+            "root",
+            "--listen",
+            listen,
+            "--name",
+            "root",
+            "--seats",
+            "2",
+            "--store",
+            &url,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let args_a = root(&addr_a);
+    let first = Up::start(
+        a.path(),
+        &args_a.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let token = common::join_token(a.path(), "edge1", "edge");
+    let parents = format!("{addr_a},{addr_b}");
+    let _edge = Up::start(
+        e.path(),
+        &[
+            "--profile",
+            "edge",
+            "--name",
+            "edge1",
+            "--seats",
+            "16",
+            "--parent",
+            &parents,
+            "--token",
+            &token,
+        ],
+    );
+    assert!(eventually(Duration::from_secs(15), || offers(
+        a.path(),
+        "edge1",
+        "blue"
+    )));
+    // The replicas are one root: the second gets the tree's identity (its CA, the child
+    // book) as it stands, and stands by for the store.
+    copy_dir(&a.path().join("tree"), &b.path().join("tree"));
+    let args_b = root(&addr_b);
+    let second = Up::spawn_env(
+        b.path(),
+        &args_b.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[],
+    );
+
+    let log = e.path().join("effects.log");
+    let flow = format!(
+        "name: placed\ntree:\n  run: {{ cmd: \"sleep 0.2; echo $PALM_EFFECT_KEY >> {}\", needs: [blue] }}\n",
+        log.display()
+    );
+    let mut client = Client::connect(a.path()).expect("connect");
+    let mut submitted = BTreeSet::new();
+    for _ in 0..PLACED {
+        let result =
+            client.ok(&json!({"op": "submit", "flow": {"source": flow, "origin": "placed.yaml"}}));
+        submitted.insert(result["job"].as_str().unwrap().to_owned());
+    }
+    assert!(eventually(Duration::from_secs(60), || succeeded(a.path()) >= 100));
+    let done_before = succeeded(a.path());
+    assert!(
+        done_before < PLACED,
+        "the kill must come mid-work ({done_before} done)"
+    );
+    first.kill9();
+    let killed = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(15), || child_up(b.path(), "edge1")),
+        "the edge never linked to the standby"
+    );
+    let relinked = killed.elapsed();
+    eprintln!(
+        "edge linked to the new replica {relinked:?} after kill -9 ({done_before} of {PLACED} done before)"
+    );
+    assert!(
+        relinked < Duration::from_secs(5),
+        "relinked after {relinked:?}"
+    );
+
+    assert!(
+        eventually(Duration::from_secs(120), || succeeded(b.path()) == PLACED),
+        "not every job succeeded: {:?}",
+        statuses(b.path())
+            .values()
+            .fold(BTreeMap::<String, usize>::new(), |mut m, s| {
+                *m.entry(s.clone()).or_default() += 1;
+                m
+            })
+    );
+    assert_eq!(
+        statuses(b.path()).keys().cloned().collect::<BTreeSet<_>>(),
+        submitted,
+        "no job lost, none invented"
+    );
+    let mut client = Client::connect(b.path()).expect("connect");
+    let mut ran_twice = 0;
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    for job in &submitted {
+        let inspect = client.ok(&json!({"op": "inspect", "job": job}));
+        let events = inspect["events"].as_array().unwrap();
+        let completed: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["kind"] == "effect_completed")
+            .collect();
+        assert_eq!(
+            completed.len(),
+            1,
+            "{job}: exactly one completion: {completed:?}"
+        );
+        assert_eq!(completed[0]["node"], "edge1", "{job}");
+        let key = completed[0]["key"].as_str().unwrap();
+        let runs = logged.lines().filter(|l| *l == key).count();
+        assert!(runs >= 1, "{job}: its command ran");
+        ran_twice += usize::from(runs > 1);
+    }
+    eprintln!("commands run more than once (at least once is the contract): {ran_twice}");
+    drop(second);
+}

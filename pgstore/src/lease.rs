@@ -6,17 +6,19 @@
 //! holder renews it from a thread of its own every third of its length; every commit
 //! carries the epoch into `palm_fence`, inside the commit's own transaction, so a replica
 //! that lost the lease — paused, partitioned, or simply slow — can never write again,
-//! whatever it believes.
+//! whatever it believes. And it stops believing soon: a holder that has not renewed for
+//! a whole lease length (by its own monotonic clock, counted from before it asked)
+//! counts itself fenced, since a standby may hold the lease by then.
 
 use crate::options::PgOptions;
 use crate::schema::quoted;
 use palm_actors::store::StoreError;
 use postgres::Client;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Who holds a lease that could not be taken.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,11 +47,11 @@ pub(crate) fn try_take(
         .query_opt(
             &format!(
                 "INSERT INTO {q}.palm_lease AS l (id, epoch, holder, expires_at)
-                 VALUES (1, 1, $1, now() + $2::text::interval)
+                 VALUES (1, 1, $1, clock_timestamp() + $2::text::interval)
                  ON CONFLICT (id) DO UPDATE
                      SET epoch = l.epoch + 1, holder = EXCLUDED.holder,
                          expires_at = EXCLUDED.expires_at
-                     WHERE l.expires_at <= now()
+                     WHERE l.expires_at <= clock_timestamp()
                  RETURNING epoch"
             ),
             &[&holder, &interval(options.lease)],
@@ -62,7 +64,7 @@ pub(crate) fn try_take(
         .query_one(
             &format!(
                 "SELECT holder, epoch,
-                        greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8
+                        greatest(0, extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8
                  FROM {q}.palm_lease WHERE id = 1"
             ),
             &[],
@@ -81,14 +83,25 @@ pub(crate) fn try_take(
 pub(crate) struct Lease {
     pub(crate) epoch: i64,
     pub(crate) lost: Arc<AtomicBool>,
+    /// When the last renewal that succeeded was asked for.
+    renewed: Arc<Mutex<Instant>>,
+    length: Duration,
     stop: Option<Sender<()>>,
     renewer: Option<JoinHandle<()>>,
 }
 
 impl Lease {
-    pub(crate) fn hold(options: &PgOptions, epoch: i64) -> Result<Lease, StoreError> {
+    /// Holds a lease taken with `taken_at` (an instant from before the take was asked).
+    pub(crate) fn hold(
+        options: &PgOptions,
+        epoch: i64,
+        taken_at: Instant,
+    ) -> Result<Lease, StoreError> {
         let lost = Arc::new(AtomicBool::new(false));
+        let renewed = Arc::new(Mutex::new(taken_at));
+        let last = Arc::clone(&renewed);
         let (stop, stopped) = channel::<()>();
+        let length = options.lease;
         let options = options.clone();
         let flag = Arc::clone(&lost);
         let renewer = std::thread::Builder::new()
@@ -105,12 +118,23 @@ impl Lease {
                         client = None;
                     }
                     if client.is_none() {
-                        client = options.config.connect(postgres::NoTls).ok();
+                        // Durable like any other write; and a renewal stuck longer than
+                        // the lease is worthless, so it gives up then.
+                        client = crate::Connection::open_plain(&options).ok().and_then(|mut c| {
+                            c.batch_execute(&format!(
+                                "SET statement_timeout = '{}ms'",
+                                options.lease.as_millis()
+                            ))
+                            .ok()
+                            .map(|()| c)
+                        });
                     }
                     let Some(c) = client.as_mut() else { continue };
+                    let asked = Instant::now();
                     match c.execute(
                         &format!(
-                            "UPDATE {q}.palm_lease SET expires_at = now() + $2::text::interval
+                            "UPDATE {q}.palm_lease
+                             SET expires_at = clock_timestamp() + $2::text::interval
                              WHERE id = 1 AND epoch = $1"
                         ),
                         &[&epoch, &interval(options.lease)],
@@ -120,14 +144,14 @@ impl Lease {
                             flag.store(true, Ordering::SeqCst);
                             return;
                         }
-                        Ok(_) => {}
+                        Ok(_) => *last.lock().unwrap_or_else(|p| p.into_inner()) = asked,
                         Err(_) => client = None, // tried again next time
                     }
                 }
                 // Stopped cleanly: end the lease now, if it is still ours.
                 if let Some(c) = client
                     .filter(|c| !c.is_closed())
-                    .or_else(|| options.config.connect(postgres::NoTls).ok())
+                    .or_else(|| crate::Connection::open_plain(&options).ok())
                     .as_mut()
                 {
                     let _ = c.execute(
@@ -142,13 +166,25 @@ impl Lease {
         Ok(Lease {
             epoch,
             lost,
+            renewed,
+            length,
             stop: Some(stop),
             renewer: Some(renewer),
         })
     }
 
+    /// True once the lease was taken over, or may have been: not renewed for a whole
+    /// length (a partition from the database, a paused process).
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
+        if self.lost.load(Ordering::SeqCst) {
+            return true;
+        }
+        let renewed = *self.renewed.lock().unwrap_or_else(|p| p.into_inner());
+        if renewed.elapsed() >= self.length {
+            self.lost.store(true, Ordering::SeqCst);
+            return true;
+        }
+        false
     }
 }
 

@@ -6,15 +6,17 @@
 //! gives. A [`WriteBatch`] becomes one SQL statement — a `DELETE` of the batch's deletes in
 //! a data-modifying `WITH`, then an upsert of its puts — which PostgreSQL runs as one
 //! transaction: all or none, one round trip. The batch is first reduced to the last write
-//! per key, as the trait wants. `COMMIT` returns only once the WAL is flushed (the
-//! connection insists on `synchronous_commit` being at least `on`), so `flush` is free.
+//! per key, as the trait wants. `COMMIT` returns only once the WAL is flushed (every
+//! connection sets `synchronous_commit` to `on`, or keeps `remote_apply`), so `flush` is
+//! free.
 //!
 //! The [`Store`] trait is synchronous and is called from the node's tokio threads, where
 //! the blocking `postgres` client (which drives a runtime of its own) may not run. So a
 //! [`PgStore`] owns a small pool of worker threads, one connection each; a call hands its
 //! request to whichever worker is free and blocks for the answer, as a redb commit blocks
 //! on `fsync`. A worker whose connection is lost reconnects and tries the request once
-//! more (see [`attempt`] for why a commit may be repeated).
+//! more; a commit first looks whether its first try landed (see [`work`]), so a batch is
+//! never applied twice.
 //!
 //! Scans are read in pages (64 rows, doubling to 4,096), each page from a fresh
 //! statement. A long scan is therefore not one snapshot: a batch committed while it runs
@@ -40,6 +42,10 @@ use std::thread::JoinHandle;
 /// The longest key the store takes. PostgreSQL's btree refuses index entries over about a
 /// third of a page (2,704 bytes); a clear error here beats its at commit time.
 pub const KEY_MAX: usize = 2_000;
+/// `palm_data.tbl` of the workers' commit markers (see [`work`]); no Palm table.
+const MARKER_TABLE: i16 = 0;
+/// The longest any one statement may run.
+const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// The SQLSTATE `palm_fence` raises (see `schema.rs`).
 const FENCED: &str = "PA001";
 /// The first scan page; later pages double up to [`PAGE_MAX`].
@@ -108,6 +114,9 @@ impl Columns {
                 order.push(slot);
             }
         }
+        // Rows are locked in (table, key) order, whatever order the batch wrote them in,
+        // so two commits touching the same keys cannot deadlock each other.
+        order.sort_unstable();
         let mut columns = Columns::default();
         for slot in order {
             match last[&slot] {
@@ -148,7 +157,7 @@ enum Request {
 }
 
 /// One connection and its prepared statements.
-struct Connection {
+pub(crate) struct Connection {
     client: Client,
     get: Statement,
     page_from: Statement,
@@ -158,27 +167,38 @@ struct Connection {
 
 impl Connection {
     /// A bare client, for migrations (before the statements can be prepared).
-    fn open_plain(options: &PgOptions) -> Result<Client, StoreError> {
-        options
+    pub(crate) fn open_plain(options: &PgOptions) -> Result<Client, StoreError> {
+        let location = options.location.as_str();
+        let mut client = options
             .config
             .connect(NoTls)
-            .map_err(|e| error(&options.location, "connect", e))
+            .map_err(|e| error(location, "connect", e))?;
+        // Acknowledged means durable, on every connection (the lease's too): whatever the
+        // server's default, a commit returns only once the WAL is flushed (`on`), or
+        // applied on synchronous standbys too (`remote_apply`, kept when set).
+        let synchronous: String = client
+            .query_one("SHOW synchronous_commit", &[])
+            .map_err(|e| error(location, "read synchronous_commit", e))?
+            .get(0);
+        let synchronous = if synchronous == "remote_apply" {
+            "remote_apply"
+        } else {
+            "on"
+        };
+        // A statement stuck behind a dead link or a lock must not hold a node's thread
+        // for ever.
+        client
+            .batch_execute(&format!(
+                "SET synchronous_commit = {synchronous}; SET statement_timeout = '{}ms'",
+                STATEMENT_TIMEOUT.as_millis()
+            ))
+            .map_err(|e| error(location, "set the session's durability", e))?;
+        Ok(client)
     }
 
     fn open(options: &PgOptions) -> Result<Connection, StoreError> {
         let location = options.location.as_str();
         let mut client = Connection::open_plain(options)?;
-        // Acknowledged means durable: never let a server-wide `synchronous_commit = off`
-        // turn a commit into a promise.
-        let synchronous: String = client
-            .query_one("SHOW synchronous_commit", &[])
-            .map_err(|e| error(location, "read synchronous_commit", e))?
-            .get(0);
-        if synchronous == "off" {
-            client
-                .batch_execute("SET synchronous_commit = on")
-                .map_err(|e| error(location, "set synchronous_commit", e))?;
-        }
         let q = schema::quoted(&options.schema);
         let mut prepare = |sql: String| {
             client
@@ -233,14 +253,13 @@ fn connection_lost(e: &postgres::Error, connection: &Connection) -> bool {
 }
 
 /// Runs `op` on the worker's connection, opening one if needed. A connection found lost
-/// is replaced and `op` tried once more: reads are safe to repeat, and so is a commit —
-/// it writes each key's final value, and this store's caller is blocked until it returns,
-/// so no later batch of its own can slip between the two tries.
+/// is replaced and `op` tried once more: `op` learns it is the second try, so a commit can
+/// first look whether its first try landed (see [`work`]).
 fn attempt<T>(
     slot: &mut Option<Connection>,
     options: &PgOptions,
     what: &str,
-    op: impl Fn(&mut Connection) -> Result<T, postgres::Error>,
+    mut op: impl FnMut(&mut Connection, bool) -> Result<T, postgres::Error>,
 ) -> Result<T, StoreError> {
     let mut tries = 0;
     loop {
@@ -252,7 +271,7 @@ fn attempt<T>(
             Some(connection) => connection,
             None => slot.insert(Connection::open(options)?),
         };
-        match op(connection) {
+        match op(connection, tries > 1) {
             Ok(value) => return Ok(value),
             Err(e) if tries == 1 && connection_lost(&e, connection) => *slot = None,
             Err(e) => return Err(error(&options.location, what, e)),
@@ -261,8 +280,15 @@ fn attempt<T>(
 }
 
 /// One worker: serves requests on its connection, reconnecting after a failure.
-fn work(options: PgOptions, requests: Arc<Mutex<Receiver<Request>>>) {
+///
+/// Every commit also writes this worker's marker row (`tbl` 0, which no Palm table uses):
+/// `commit/EPOCH/WORKER` → a sequence number. When the connection is lost during a
+/// commit, the outcome is unknown; on a new connection the worker reads its marker —
+/// the marker is in the same transaction as the batch, so it is there exactly when the
+/// batch landed — and sends the batch again only if it did not.
+fn work(index: usize, options: PgOptions, requests: Arc<Mutex<Receiver<Request>>>) {
     let mut slot: Option<Connection> = None;
+    let mut sequence: u64 = 0;
     loop {
         let request = {
             let receiver = requests.lock().unwrap_or_else(|p| p.into_inner());
@@ -273,7 +299,7 @@ fn work(options: PgOptions, requests: Arc<Mutex<Receiver<Request>>>) {
         };
         match request {
             Request::Get { table, key, reply } => {
-                let answer = attempt(&mut slot, &options, "read", |c| {
+                let answer = attempt(&mut slot, &options, "read", |c, _| {
                     c.client.query_opt(&c.get, &[&table, &key])
                 })
                 .map(|row| row.map(|row| row.get::<_, Vec<u8>>(0)));
@@ -286,7 +312,7 @@ fn work(options: PgOptions, requests: Arc<Mutex<Receiver<Request>>>) {
                 limit,
                 reply,
             } => {
-                let answer = attempt(&mut slot, &options, "scan", |c| match &end {
+                let answer = attempt(&mut slot, &options, "scan", |c, _| match &end {
                     Some(end) => c
                         .client
                         .query(&c.page_range, &[&table, &start, end, &limit]),
@@ -300,11 +326,28 @@ fn work(options: PgOptions, requests: Arc<Mutex<Receiver<Request>>>) {
                 let _ = reply.send(answer);
             }
             Request::Commit {
-                columns,
+                mut columns,
                 epoch,
                 reply,
             } => {
-                let answer = attempt(&mut slot, &options, "commit", |c| {
+                sequence += 1;
+                let mut marker_key = b"commit/".to_vec();
+                marker_key.extend_from_slice(&epoch.to_be_bytes());
+                marker_key.extend_from_slice(&(index as u32).to_be_bytes());
+                let marker = sequence.to_be_bytes().to_vec();
+                columns.put_tables.push(MARKER_TABLE);
+                columns.put_keys.push(marker_key.clone());
+                columns.put_values.push(marker.clone());
+                let answer = attempt(&mut slot, &options, "commit", |c, again| {
+                    if again {
+                        let landed = c
+                            .client
+                            .query_opt(&c.get, &[&MARKER_TABLE, &marker_key])?
+                            .map(|row| row.get::<_, Vec<u8>>(0));
+                        if landed.as_deref() == Some(marker.as_slice()) {
+                            return Ok(0);
+                        }
+                    }
                     c.client.execute(
                         &c.commit,
                         &[
@@ -390,7 +433,11 @@ impl PgStore {
         let mut take = |take_it: bool| -> Result<Option<Result<i64, Held>>, StoreError> {
             if client.0.as_ref().is_none_or(Client::is_closed) {
                 let mut fresh = Connection::open_plain(&options)?;
-                schema::migrate(&mut fresh, &options.schema, &options.location)?;
+                if take_it {
+                    schema::migrate(&mut fresh, &options.schema, &options.location)?;
+                } else {
+                    schema::check(&mut fresh, &options.schema, &options.location)?;
+                }
                 client.0 = Some(fresh);
             }
             match (take_it, client.0.as_mut()) {
@@ -398,6 +445,7 @@ impl PgStore {
                 _ => Ok(None),
             }
         };
+        let mut asked = std::time::Instant::now();
         let epoch = match lease {
             Lease::ReadOnly => {
                 off_thread(&mut || take(false))?;
@@ -411,6 +459,7 @@ impl PgStore {
             Lease::Wait(waiting) => {
                 let mut heard: Option<(String, i64)> = None;
                 loop {
+                    asked = std::time::Instant::now();
                     match off_thread(&mut || take(true))? {
                         Some(Ok(epoch)) => break Some(epoch),
                         Some(Err(held)) => {
@@ -430,7 +479,7 @@ impl PgStore {
         };
         drop(client);
         let lease = epoch
-            .map(|epoch| lease::Lease::hold(&options, epoch))
+            .map(|epoch| lease::Lease::hold(&options, epoch, asked))
             .transpose()?;
         let (sender, receiver) = sync_channel::<Request>(options.pool * 4);
         let receiver = Arc::new(Mutex::new(receiver));
@@ -440,7 +489,7 @@ impl PgStore {
             let receiver = Arc::clone(&receiver);
             let worker = std::thread::Builder::new()
                 .name(format!("palm-pg-{index}"))
-                .spawn(move || work(options, receiver))
+                .spawn(move || work(index, options, receiver))
                 .map_err(|e| StoreError::Io(format!("cannot start a store thread: {e}")))?;
             workers.push(worker);
         }

@@ -45,19 +45,48 @@ fn invalid(url: &str, detail: impl std::fmt::Display) -> StoreError {
     ))
 }
 
-/// The URL with any password replaced by `***`, for messages.
+/// A store URL as messages show it: user, hosts, database and Palm's own parameters,
+/// rebuilt from what the driver parsed, so no password reaches a message however it was
+/// written (`:secret@`, unescaped `/` or `?` in it, or a `password=` parameter).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut ours = Vec::new();
+    let mut passed = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').map_or(pair, |(name, _)| name) {
+            "schema" | "pool" | "lease_ms" => ours.push(pair),
+            _ => passed.push(pair),
+        }
+    }
+    let driver = if passed.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", passed.join("&"))
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => match user_info.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
+    let scheme = url
+        .split_once("://")
+        .map_or("postgres", |(scheme, _)| scheme);
+    match postgres::Config::from_str(&driver) {
+        Ok(config) => {
+            let user = config.get_user().unwrap_or("");
+            let secret = if config.get_password().is_some() {
+                ":***"
+            } else {
+                ""
+            };
+            let at = if user.is_empty() && secret.is_empty() {
+                ""
+            } else {
+                "@"
+            };
+            let query = if ours.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", ours.join("&"))
+            };
+            format!("{scheme}://{user}{secret}{at}{}{query}", location(&config))
+        }
+        Err(_) => format!("{scheme}://… (a URL that does not parse; not shown)"),
     }
 }
 
@@ -130,12 +159,28 @@ impl PgOptions {
         } else {
             format!("{base}?{}", passed.join("&"))
         };
-        let mut config = postgres::Config::from_str(&driver_url).map_err(|e| invalid(url, e))?;
+        let mut config = postgres::Config::from_str(&driver_url).map_err(|e| {
+            // The driver's message is generic; its source says which part.
+            match std::error::Error::source(&e) {
+                Some(source) => invalid(url, format!("{e}: {source}")),
+                None => invalid(url, e),
+            }
+        })?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        // A root whose database vanished behind a silent network must notice.
+        // A root whose database vanished behind a silent network must notice in seconds,
+        // not after the kernel's 2-hour keepalive or 15 minutes of retransmissions: a
+        // blocked call holds one of the node's threads.
         config.keepalives(true);
+        if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            config.keepalives_idle(Duration::from_secs(5));
+            config.keepalives_interval(Duration::from_secs(1));
+            config.keepalives_retries(5);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(Duration::from_secs(15));
+        }
         if config.get_application_name().is_none() {
             config.application_name("palm");
         }
@@ -246,11 +291,28 @@ mod tests {
     }
 
     #[test]
-    fn redaction_keeps_everything_but_the_password() {
+    fn redaction_never_shows_a_password_however_it_was_written() {
         assert_eq!(
-            redact("postgres://palm:s3cr@t@db:5432/x?schema=a"),
+            redact("postgres://palm:s3cret@db:5432/x?schema=a"),
             "postgres://palm:***@db:5432/x?schema=a"
         );
-        assert_eq!(redact("postgres://palm@db/x"), "postgres://palm@db/x");
+        assert!(!redact("postgres://palm:s3cr@t@db:5432/x").contains("s3cr"));
+        assert_eq!(redact("postgres://palm@db/x"), "postgres://palm@db:5432/x");
+        for url in [
+            "postgres://u@h/db?password=hunter2",
+            "postgres://u:pa/ss@h/db",
+            "postgres://u:pa?ss@h/db",
+            "postgresql://u:hunter2@h1:5433,h2:5434/db?sslmode=disable&schema=s",
+        ] {
+            let shown = redact(url);
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("pa/ss") && !shown.contains("pa?ss"),
+                "{url} shown as {shown}"
+            );
+        }
+        assert_eq!(
+            redact("postgresql://u:hunter2@h1:5433,h2:5434/db?sslmode=disable&schema=s"),
+            "postgresql://u:***@h1:5433,h2:5434/db?schema=s"
+        );
     }
 }

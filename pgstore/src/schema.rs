@@ -116,6 +116,48 @@ pub fn migrate(
     Ok(found)
 }
 
+/// Checks, without changing anything, that `schema` is at [`latest`] (a reader must not
+/// migrate: it may lack the rights, and a newer binary's read command must not upgrade
+/// the schema under an older running writer).
+pub fn check(
+    client: &mut postgres::Client,
+    schema: &str,
+    location: &str,
+) -> Result<(), StoreError> {
+    let q = quoted(schema);
+    let found: i32 = match client.query_one(
+        &format!("SELECT coalesce(max(version), 0) FROM {q}.palm_migrations"),
+        &[],
+    ) {
+        Ok(row) => row.get(0),
+        // 3F000: no such schema; 42P01: no such table.
+        Err(e)
+            if e.code()
+                .is_some_and(|c| ["3F000", "42P01"].contains(&c.code())) =>
+        {
+            0
+        }
+        Err(e) => return Err(crate::error(location, "read the schema version", e)),
+    };
+    match found {
+        0 => Err(StoreError::Io(format!(
+            "postgres at {location}: schema {schema} holds no Palm store yet; \
+             `palm up --store URL` creates it"
+        ))),
+        v if v > latest() => Err(StoreError::Corrupt(format!(
+            "postgres at {location}: schema {schema} is at version {v}, but this palm knows \
+             only up to {}; a newer palm wrote it, so run that one (or a new schema)",
+            latest()
+        ))),
+        v if v < latest() => Err(StoreError::Io(format!(
+            "postgres at {location}: schema {schema} is at version {v} and this palm reads \
+             version {}; a writer (`palm up`) migrates it",
+            latest()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -274,7 +274,7 @@ fn a_batch_the_database_refuses_leaves_nothing_behind() {
 fn a_dropped_connection_heals_without_losing_a_commit() {
     let Some(base) = server() else { return };
     let schemas = Schemas::new(base);
-    let url = schemas.fresh("&pool=2&application_name=palm_heal_test");
+    let url = schemas.fresh("&pool=1&application_name=palm_heal_test");
     let store = PgStore::open(&url, "test").expect("open");
     for round in 0..3u8 {
         let mut batch = WriteBatch::new();
@@ -315,14 +315,24 @@ fn the_schema_version_is_recorded_and_a_newer_one_is_refused() {
     let Some(base) = server() else { return };
     let schemas = Schemas::new(base);
     let url = schemas.fresh("");
-    // Several replicas opening a fresh schema at once: one migrates, the rest find it done.
+    // Several replicas opening a fresh schema at once: one migrates, the rest find it
+    // done; then each either takes the writer's lease or is told who holds it.
     let opened: Vec<_> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4)
-            .map(|_| scope.spawn(|| PgStore::open_read_only(&url).map(|_| ())))
+            .map(|i| {
+                let url = &url;
+                scope.spawn(move || PgStore::open(url, &format!("r{i}")).map(|_| ()))
+            })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert!(opened.iter().all(Result::is_ok), "{opened:?}");
+    assert!(
+        opened
+            .iter()
+            .all(|r| matches!(r, Ok(()) | Err(StoreError::Locked(_))))
+            && opened.iter().any(Result::is_ok),
+        "{opened:?}"
+    );
     let schema = url.rsplit("schema=").next().unwrap().to_owned();
     let mut sql = schemas.sql();
     let versions: Vec<i32> = sql
@@ -365,4 +375,72 @@ fn an_unreachable_server_is_a_clear_error_not_a_hang() {
     );
     assert!(!message.contains("pw"), "{message}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_writer_that_cannot_renew_its_lease_counts_itself_fenced_within_its_length() {
+    let Some(base) = server() else { return };
+    let schemas = Schemas::new(base);
+    let url = schemas.fresh("&lease_ms=600");
+    let schema = url
+        .split("schema=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .to_owned();
+    let store = PgStore::open(&url, "partitioned").expect("open");
+    let mut batch = WriteBatch::new();
+    batch.put(Table::Jobs, b"j1".to_vec(), b"1".to_vec());
+    store.commit(&batch).expect("commit");
+    // Cut the writer off from its lease: another session holds the lease row, so every
+    // renewal waits (as one would behind a partition).
+    let mut blocker = schemas.sql();
+    let mut hold = blocker.transaction().expect("begin");
+    hold.execute(
+        &format!("SELECT 1 FROM \"{schema}\".palm_lease FOR UPDATE"),
+        &[],
+    )
+    .expect("lock the lease row");
+    let cut = std::time::Instant::now();
+    assert!(
+        (0..60).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            store.is_fenced()
+        }),
+        "still not fenced {:?} after the renewals stopped",
+        cut.elapsed()
+    );
+    assert!(
+        cut.elapsed() <= std::time::Duration::from_millis(1_300),
+        "{:?}",
+        cut.elapsed()
+    );
+    assert!(matches!(store.commit(&batch), Err(StoreError::Locked(_))));
+    hold.rollback().expect("release");
+    // Fenced stays fenced, even once renewals could go through again.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(store.is_fenced());
+}
+
+#[test]
+fn a_reader_neither_creates_nor_migrates_a_schema() {
+    let Some(base) = server() else { return };
+    let schemas = Schemas::new(base);
+    let url = schemas.fresh("");
+    let err = PgStore::open_read_only(&url).expect_err("nothing there yet");
+    assert!(err.to_string().contains("holds no Palm store yet"), "{err}");
+    let schema = url.split("schema=").nth(1).unwrap().to_owned();
+    let exists: i64 = schemas
+        .sql()
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+            &[&schema],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(exists, 0, "a reader created the schema");
+    drop(PgStore::open(&url, "writer").expect("a writer creates it"));
+    PgStore::open_read_only(&url).expect("then a reader opens it");
 }

@@ -552,8 +552,23 @@ pub async fn start(
                         "this node is not enrolled: pass --token TOKEN",
                     ));
                 };
-                let (identity, granted) = palm_transport::enroll(&parent, &token, &config)
-                    .await
+                // Replicas of one parent: enroll with the first that answers.
+                let mut enrolled = None;
+                for address in palm_transport::parent_addresses(&parent) {
+                    let attempt = palm_transport::enroll(&address, &token, &config).await;
+                    let done = attempt.is_ok();
+                    enrolled = Some(attempt);
+                    if done {
+                        break;
+                    }
+                }
+                let (identity, granted) = enrolled
+                    .unwrap_or_else(|| {
+                        Err(palm_transport::EnrollError::Connect {
+                            parent: parent.clone(),
+                            reason: "no address".into(),
+                        })
+                    })
                     .map_err(|e| match &e {
                         // A realm could not reach the root: nothing is wrong with the
                         // token, try again later (exit 1, not a usage error).

@@ -790,6 +790,56 @@ pub fn backoff_ms(attempt: u32, min_ms: u64, max_ms: u64, random: u64) -> u64 {
     half + random % (base - half + 1)
 }
 
+/// A parent's addresses: `HOST:PORT[,HOST:PORT…]`, the replicas of one parent (a root
+/// on PostgreSQL has a standby; only the replica holding the store listens).
+pub fn parent_addresses(parent: &str) -> Vec<String> {
+    parent
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Dials every address of `parent` at once and keeps the first link that comes up (the
+/// others are dropped). At once rather than in turn: a replica that is not listening
+/// does not refuse a QUIC handshake, it lets it time out, and a takeover must not wait
+/// for that.
+async fn dial_any<T>(
+    parent: &str,
+    client: &quinn::ClientConfig,
+    hello: &Hello,
+    config: &LinkConfig,
+) -> Result<(quinn::Endpoint, Link<T>, mpsc::Receiver<Inbound<T>>), String>
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    let addresses = parent_addresses(parent);
+    if addresses.len() <= 1 {
+        return dial::<T>(parent.trim(), client.clone(), hello, config).await;
+    }
+    let mut dials = tokio::task::JoinSet::new();
+    for address in addresses {
+        let (client, hello, config) = (client.clone(), hello.clone(), config.clone());
+        dials.spawn(async move {
+            let result = dial::<T>(&address, client, &hello, &config).await;
+            (address, result)
+        });
+    }
+    let mut reasons = Vec::new();
+    while let Some(joined) = dials.join_next().await {
+        match joined {
+            Ok((_, Ok(parts))) => {
+                dials.abort_all();
+                return Ok(parts);
+            }
+            Ok((address, Err(reason))) => reasons.push(format!("{address}: {reason}")),
+            Err(e) => reasons.push(format!("a dial task failed: {e}")),
+        }
+    }
+    Err(reasons.join("; "))
+}
+
 /// The child side: keeps one link to the parent up. See the module docs.
 pub struct Dialer {
     stop: watch::Sender<bool>,
@@ -797,7 +847,8 @@ pub struct Dialer {
 }
 
 impl Dialer {
-    /// Starts dialing `parent` (`HOST:PORT`, resolved on every attempt).
+    /// Starts dialing `parent` (`HOST:PORT`, resolved on every attempt; or several,
+    /// comma-separated, all dialled at once, see [`parent_addresses`]).
     pub fn spawn<T>(
         parent: String,
         client: quinn::ClientConfig,
@@ -837,7 +888,7 @@ async fn dial_loop<T>(
     );
     let mut attempt: u32 = 0;
     while !*stop.borrow() {
-        let delay_ms = match dial::<T>(&parent, client.clone(), &hello, &config).await {
+        let delay_ms = match dial_any::<T>(&parent, &client, &hello, &config).await {
             Ok((endpoint, link, inbound)) => {
                 attempt = 0;
                 info!(parent, peer = link.peer().name, "parent link up");

@@ -35,7 +35,7 @@ pub mod token;
 
 pub use codec::{CodecError, FRAME_VERSION, Frame, Hello};
 pub use config::LinkConfig;
-pub use endpoint::{Dialer, EnrollError, LinkEvent, Listener, enroll};
+pub use endpoint::{Dialer, EnrollError, LinkEvent, Listener, enroll, parent_addresses};
 pub use gate::{EnrollRequest, Gate};
 pub use link::{Direction, Inbound, Link, LinkError, PeerInfo, Responder};
 pub use pki::{Identity, Role, TreeCa};
