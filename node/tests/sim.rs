@@ -1,6 +1,7 @@
 //! End-to-end: `palm sim` as CI runs it — the default tree world (a root, a realm, edges
 //! under both) hosting the real tree protocol and home duties, 500 heavy seeds reaching
-//! every coverage point; determinism; the other shapes; usage errors; and no planted bug
+//! every coverage point; a replicated root failing over; determinism; the other shapes;
+//! usage errors; and no planted bug
 //! in the production binary (those live in `palm-sim`, see sim/tests/world.rs).
 
 mod common;
@@ -26,6 +27,29 @@ fn five_hundred_heavy_seeds_of_the_tree_pass_and_reach_every_coverage_point() {
         );
     }
     assert!(summary["compression"].as_f64() > Some(50.0), "{summary}");
+}
+
+/// The root on PostgreSQL, simulated: two replicas over one shared store, the serving
+/// one cut from the store mid-commit, a standby taking the lease over, the cut replica's
+/// late write fenced.
+#[test]
+fn seeds_with_a_replicated_root_pass_and_reach_every_failover_point() {
+    let data = data_dir();
+    let ran = palm(
+        data.path(),
+        &["sim", "--seeds", "0..40", "--replicas", "--json"],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let summary = ran.json();
+    assert_eq!(summary["replicas"], true);
+    assert_eq!(summary["passed"], 40, "{summary}");
+    let coverage = summary["coverage"].as_object().expect("coverage");
+    for point in palm_sim::REPLICA_COVERAGE_POINTS {
+        assert!(
+            coverage.get(*point).and_then(|n| n.as_u64()) > Some(0),
+            "{point} never reached in 40 seeds: {coverage:?}"
+        );
+    }
 }
 
 #[test]

@@ -94,6 +94,14 @@ pub const COVERAGE_POINTS: &[&str] = &[
     "workload_slow",
 ];
 
+/// The situations only a replicated root reaches (`--replicas`).
+pub const REPLICA_COVERAGE_POINTS: &[&str] = &[
+    "replica_cut_from_store",
+    "replica_took_over",
+    "stale_replica_fenced",
+    "stale_write_before_takeover",
+];
+
 /// Counts how often a run reached interesting situations ("sometimes" assertions).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Coverage {

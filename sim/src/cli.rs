@@ -45,6 +45,11 @@ pub struct SimArgs {
     /// Virtual time of the faulty phase (e.g. 60s, 10m).
     #[arg(long, default_value = "60s")]
     pub duration: String,
+    /// The root as two replicas over one shared store with a writer's lease (the root on
+    /// PostgreSQL): the serving replica is cut from the store mid-commit, a standby takes
+    /// over, and the stale replica's late write must be fenced.
+    #[arg(long)]
+    pub replicas: bool,
 }
 
 /// Why a simulator command could not do what it was asked.
@@ -162,6 +167,7 @@ pub fn options(args: &SimArgs, seed: u64) -> Result<Options, SimError> {
         trace: false,
         fault_ms: duration_ms(&args.duration, "--duration")?,
         shape,
+        replicas: args.replicas,
         ..Options::default()
     })
 }
@@ -301,6 +307,7 @@ pub fn run(
                 "shape": opts.shape.as_str(),
                 "nodes": opts.nodes,
                 "faults": opts.faults.as_str(),
+                "replicas": opts.replicas,
                 "runs": count,
                 "passed": count as usize - failures.len(),
                 "failed": failures,
@@ -412,6 +419,7 @@ mod tests {
             trace: false,
             check_determinism: false,
             duration: "1s".into(),
+            replicas: false,
         };
         assert_eq!(seed_range(&args("3..7")).ok(), Some(3..7));
         assert!(seed_range(&args("7..7")).is_err());

@@ -29,7 +29,7 @@ pub mod options;
 pub mod trace;
 pub mod world;
 
-pub use check::{COVERAGE_POINTS, Coverage, INVARIANTS, Violation};
+pub use check::{COVERAGE_POINTS, Coverage, INVARIANTS, REPLICA_COVERAGE_POINTS, Violation};
 #[cfg(feature = "mutations")]
 pub use options::Mutation;
 pub use options::{Faults, NODES_DEFAULT, Options, Shape};
@@ -60,13 +60,14 @@ impl Report {
 /// planted bug the `palm-sim` binary that has it.
 pub fn replay_command(options: &Options) -> String {
     let flags = format!(
-        "--seed {} --nodes {} --shape {} --steps {} --faults {} --duration {}ms --trace",
+        "--seed {} --nodes {} --shape {} --steps {} --faults {} --duration {}ms{} --trace",
         options.seed,
         options.nodes,
         options.shape.as_str(),
         options.steps,
         options.faults.as_str(),
         options.fault_ms,
+        if options.replicas { " --replicas" } else { "" },
     );
     #[cfg(feature = "mutations")]
     if let Some(mutation) = options.mutation {

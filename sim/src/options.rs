@@ -117,6 +117,9 @@ pub enum Mutation {
     /// A realm opens its store under the root's tag, so two nodes commit one job's
     /// events (the world's set-up).
     SharedTag,
+    /// `--replicas`: the shared store commits a replica's batch without checking its
+    /// lease epoch (FencedStore).
+    SkipStoreFence,
 }
 
 #[cfg(feature = "mutations")]
@@ -131,6 +134,7 @@ impl Mutation {
             Mutation::AckBeforeDurable,
             Mutation::SkipFencing,
             Mutation::SharedTag,
+            Mutation::SkipStoreFence,
         ]);
         all
     }
@@ -142,6 +146,7 @@ impl Mutation {
             Mutation::AckBeforeDurable => "ack-before-durable",
             Mutation::SkipFencing => "skip-fencing",
             Mutation::SharedTag => "shared-tag",
+            Mutation::SkipStoreFence => "skip-store-fence",
         }
     }
 
@@ -170,6 +175,9 @@ impl Mutation {
             Mutation::AckBeforeDurable => "HomeHost answers before the batch is durable",
             Mutation::SkipFencing => "JobPath accepts completions under any fencing token",
             Mutation::SharedTag => "a realm opens its store under the root's tag",
+            Mutation::SkipStoreFence => {
+                "the replicated root's store commits a batch without checking its lease epoch"
+            }
         }
     }
 }
@@ -193,6 +201,8 @@ pub struct Options {
     pub quiet_ms: u64,
     /// How the nodes are arranged.
     pub shape: Shape,
+    /// The root runs as two replicas over one shared store with a writer's lease.
+    pub replicas: bool,
     /// A planted bug.
     #[cfg(feature = "mutations")]
     pub mutation: Option<Mutation>,
@@ -212,6 +222,7 @@ impl Default for Options {
             fault_ms: 60_000,
             quiet_ms: 600_000,
             shape: Shape::Tree,
+            replicas: false,
             #[cfg(feature = "mutations")]
             mutation: None,
         }

@@ -36,14 +36,14 @@ use palm_actors::path::{
     ClaimedEffect, CompleteError, FlowRef, JobError, JobPath, JobPathConfig, Notice, SubmitRequest,
 };
 use palm_actors::random::{Rng, terminating_flow_with_needs};
-use palm_actors::store::{MemoryStore, Store};
+use palm_actors::store::{FencedStore, MemoryStore, Store, WriteBatch, WriterLease};
 use palm_topology::{
     Direction, HopConfig, HopCore, HopOutput, LocalFacts, Reply, Role, RouteRequest, Routed,
     TopoMsg, Toward, child_holder, job_tag,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Seats per node.
 const SEATS: usize = 2;
@@ -61,6 +61,10 @@ const SETTLE_CHECK_MS: u64 = 1_000;
 const CLIENT_WAIT_MS: u64 = 20_000;
 /// The world's clock starts here (a plausible epoch, so times look like times).
 pub const T0: u64 = 1_700_000_000_000;
+/// The replicated root's writer's lease on its shared store (`--replicas`).
+const STORE_LEASE_MS: u64 = 3_000;
+/// A standby looks at the lease this often.
+const STANDBY_POLL_MS: u64 = 200;
 /// Capabilities edges offer (alternately); flows' `run` leaves may need one.
 const CAPABILITIES: [&str; 2] = ["c0", "c1"];
 
@@ -150,6 +154,17 @@ enum Ev {
     Partition {
         child: usize,
     },
+    /// `--replicas`: the serving root replica is cut from the shared store at its next
+    /// commit.
+    StoreCut,
+    /// A standby root replica looks at the writer's lease.
+    Standby,
+    /// The serving replica renews its lease.
+    Renew {
+        boot: u64,
+    },
+    /// The replica cut from the store gets through again and sends what it had sealed.
+    StaleWrite,
     Heal {
         child: usize,
     },
@@ -238,6 +253,25 @@ struct Node {
     /// A crash that waits for the node's next unflushed write (a crash between commit
     /// and flush is where durability bugs hide, and a random moment rarely lands there).
     crash_on_write: bool,
+    /// `--replicas`, the root only: its store is shared by two replicas.
+    shared: Option<Shared>,
+}
+
+/// A root's store shared by two replicas (the root on PostgreSQL): the writer's lease,
+/// the serving replica's fenced handle, and what a replica cut from the store had sealed.
+/// The store is the database, so a commit is durable when it returns.
+struct Shared {
+    lease: Arc<Mutex<WriterLease>>,
+    /// The serving replica's handle; `None` while no replica holds the lease.
+    writer: Option<FencedStore<MemoryStore>>,
+    /// Which replica serves or served last (0 or 1).
+    serving: usize,
+    /// Cut the serving replica from the store at its next non-empty commit.
+    cut_on_write: bool,
+    /// A cut replica's handle and the batch it could not send.
+    stale: Option<(FencedStore<MemoryStore>, WriteBatch)>,
+    /// A standby poll is scheduled.
+    standing_by: bool,
 }
 
 /// The link between a child and its parent: the current connection, and which
@@ -392,6 +426,14 @@ impl World {
                 boot: 0,
                 live: None,
                 crash_on_write: false,
+                shared: (opts.replicas && *role == Role::Root).then(|| Shared {
+                    lease: Arc::new(Mutex::new(WriterLease::new())),
+                    writer: None,
+                    serving: 1,
+                    cut_on_write: false,
+                    stale: None,
+                    standing_by: false,
+                }),
             });
         }
         for i in 0..nodes.len() {
@@ -436,6 +478,9 @@ impl World {
             })
             .collect();
         for i in 0..world.nodes.len() {
+            if world.nodes[i].shared.is_some() {
+                assert!(world.take_over(i), "the first replica takes a fresh lease");
+            }
             world.boot(i);
             if let Some(live) = world.nodes[i].live.as_mut() {
                 for (name, source) in &sources {
@@ -485,6 +530,14 @@ impl World {
                 }
                 let child = 1 + self.rng.below(count as u64 - 1) as usize;
                 self.at(t, Ev::Partition { child });
+            }
+        }
+        if self.nodes[0].shared.is_some() {
+            // A few cuts of the serving replica from the store, spread over the faults.
+            let cuts = 2 + self.rng.below(3);
+            for _ in 0..cuts {
+                let at = T0 + 1_000 + self.rng.below(fault_ms);
+                self.at(at, Ev::StoreCut);
             }
         }
         for child in 1..count {
@@ -617,6 +670,9 @@ impl World {
                 },
             );
         }
+        if self.nodes[i].shared.is_some() {
+            self.after(STORE_LEASE_MS / 3, Ev::Renew { boot });
+        }
         self.arm_hop(i);
     }
 
@@ -701,6 +757,16 @@ impl World {
             Ev::Crash { node } => self.crash(node),
             Ev::Restart { node } => self.restart(node),
             Ev::Partition { child } => self.partition(child),
+            Ev::StoreCut => {
+                if let Some(shared) = self.nodes[0].shared.as_mut()
+                    && !self.quiet
+                {
+                    shared.cut_on_write = true;
+                }
+            }
+            Ev::Standby => self.standby(0),
+            Ev::Renew { boot } if self.current(0, boot) => self.renew(0),
+            Ev::StaleWrite => self.stale_write(0),
             Ev::Heal { child } if self.links[child].conn.is_none() => {
                 self.after(0, Ev::Dial { child });
             }
@@ -1064,6 +1130,22 @@ impl World {
             return;
         }
         let seal = live.host.seal(&mut live.path);
+        // `--replicas`: the serving replica may be cut from the store right here, with
+        // this batch sealed and not sent; nothing of it was acknowledged.
+        if let Some(shared) = node.shared.as_mut()
+            && shared.cut_on_write
+            && !seal.batch.is_empty()
+            && !self.quiet
+        {
+            shared.cut_on_write = false;
+            let writer = shared
+                .writer
+                .take()
+                .expect("the serving replica holds the lease");
+            shared.stale = Some((writer, seal.batch));
+            self.cut_from_store(i);
+            return;
+        }
         for notice in &seal.notices {
             if let Notice::CancelEffect { key, .. } = notice {
                 node.checker.claimed(key, 0);
@@ -1071,7 +1153,23 @@ impl World {
         }
         if !seal.batch.is_empty() {
             live.touched.extend(Checker::touched(&seal.batch));
-            let _ = node.store.commit(&seal.batch);
+            match node.shared.as_ref() {
+                Some(shared) => {
+                    let committed = shared.writer.as_ref().map(|w| w.commit(&seal.batch));
+                    if !matches!(committed, Some(Ok(()))) {
+                        self.fail(Violation {
+                            invariant: "no_dual_truth",
+                            detail: format!(
+                                "the serving root replica's commit was refused ({committed:?}): another replica holds the store"
+                            ),
+                        });
+                        return;
+                    }
+                }
+                None => {
+                    let _ = node.store.commit(&seal.batch);
+                }
+            }
         }
         live.notices.push((seal.seq, seal.notices));
         live.last_sealed = seal.seq;
@@ -1850,7 +1948,15 @@ impl World {
             return;
         }
         self.nodes[i].crash_on_write = false;
-        let keep = self.rng.below(unflushed as u64 + 1) as usize;
+        // A replicated root's store is the database: what it committed is durable, and
+        // the dead replica's handle (and the lease it held, until it expires) go with it.
+        let keep = match self.nodes[i].shared.as_mut() {
+            Some(shared) => {
+                shared.writer = None;
+                unflushed
+            }
+            None => self.rng.below(unflushed as u64 + 1) as usize,
+        };
         self.nodes[i].store.crash_keeping(keep);
         if keep < unflushed {
             self.coverage.hit("crash_lost_unflushed_writes");
@@ -1879,16 +1985,7 @@ impl World {
         });
         self.nodes[i].live = None;
         self.line(i, &format!("CRASH ({unflushed} unflushed, {keep} kept)"));
-        // Every link of the node breaks; the other ends notice after a keepalive delay.
-        if self.nodes[i].parent.is_some() {
-            self.break_link(i);
-            self.links[i].child_sees = None;
-            self.links[i].dialing = false;
-        }
-        for child in self.nodes[i].children.clone() {
-            self.break_link(child);
-            self.links[child].parent_sees = None;
-        }
+        self.links_down(i);
         // Now and then a node is back within a lease (a kill -9 and a quick restart):
         // its parent may not have noticed it went.
         let delay = if self.rng.chance(self.profile.quick_restart_percent) {
@@ -1900,8 +1997,197 @@ impl World {
         self.after(delay, Ev::Restart { node: i });
     }
 
+    /// Every link of node `i` breaks; the other ends notice after a keepalive delay.
+    fn links_down(&mut self, i: usize) {
+        if self.nodes[i].parent.is_some() {
+            self.break_link(i);
+            self.links[i].child_sees = None;
+            self.links[i].dialing = false;
+        }
+        for child in self.nodes[i].children.clone() {
+            self.break_link(child);
+            self.links[child].parent_sees = None;
+        }
+    }
+
+    // ----- the replicated root (`--replicas`) -----
+
+    /// The next replica tries to take the store's writer's lease; on success it holds a
+    /// fenced handle under the new epoch.
+    fn take_over(&mut self, i: usize) -> bool {
+        let now = self.now;
+        let store = Arc::clone(&self.nodes[i].store);
+        let Some(shared) = self.nodes[i].shared.as_mut() else {
+            return true;
+        };
+        let next = 1 - shared.serving;
+        let holder = format!("replica-{next}");
+        let taken = shared
+            .lease
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_take(now, &holder, STORE_LEASE_MS);
+        let Ok(epoch) = taken else {
+            return false;
+        };
+        #[allow(unused_mut)]
+        let mut writer = FencedStore::new(store, Arc::clone(&shared.lease), epoch);
+        #[cfg(feature = "mutations")]
+        if self.opts.planted(crate::options::Mutation::SkipStoreFence) {
+            writer.set_mutation(Some(palm_actors::store::FenceMutation::SkipCheck));
+        }
+        shared.writer = Some(writer);
+        shared.serving = next;
+        self.line(
+            i,
+            &format!("{holder} takes the store's lease (epoch {epoch})"),
+        );
+        true
+    }
+
+    fn schedule_standby(&mut self, i: usize) {
+        if let Some(shared) = self.nodes[i].shared.as_mut()
+            && !shared.standing_by
+        {
+            shared.standing_by = true;
+            self.after(STANDBY_POLL_MS, Ev::Standby);
+        }
+    }
+
+    /// A standby replica looks at the lease; once it has expired it takes it and serves
+    /// from the shared store (its children redial it, as after a restart).
+    fn standby(&mut self, i: usize) {
+        let Some(shared) = self.nodes[i].shared.as_mut() else {
+            return;
+        };
+        shared.standing_by = false;
+        if self.live(i) {
+            return;
+        }
+        if self.take_over(i) {
+            self.coverage.hit("replica_took_over");
+            self.boot(i);
+            self.line(i, "STANDBY serves from the shared store");
+            self.commit(i);
+            // The children's dialers keep trying every address of their parent; the
+            // replica now serving answers them.
+            for child in self.nodes[i].children.clone() {
+                let delay = self.rng.between(50, 1_000);
+                self.redial(child, delay);
+            }
+        } else {
+            self.schedule_standby(i);
+        }
+    }
+
+    /// The serving replica renews its lease (every third of its length).
+    fn renew(&mut self, i: usize) {
+        let now = self.now;
+        let boot = self.nodes[i].boot;
+        let Some(shared) = self.nodes[i].shared.as_ref() else {
+            return;
+        };
+        let Some(writer) = shared.writer.as_ref() else {
+            return;
+        };
+        let renewed = shared
+            .lease
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .renew(now, writer.epoch(), STORE_LEASE_MS);
+        if renewed {
+            self.after(STORE_LEASE_MS / 3, Ev::Renew { boot });
+        } else {
+            self.fail(Violation {
+                invariant: "no_dual_truth",
+                detail: "the serving root replica lost its lease while serving".into(),
+            });
+        }
+    }
+
+    /// The serving replica is cut from the store with a batch sealed and not sent: it
+    /// stops serving, a standby will take over once the lease expires, and the cut
+    /// replica's batch reaches the store late.
+    fn cut_from_store(&mut self, i: usize) {
+        // What it committed before the cut is in the database.
+        let _ = self.nodes[i].store.flush();
+        let (serving, writes, epoch) = self.nodes[i]
+            .shared
+            .as_ref()
+            .and_then(|s| {
+                s.stale
+                    .as_ref()
+                    .map(|(w, b)| (s.serving, b.len(), w.epoch()))
+            })
+            .unwrap_or_default();
+        self.coverage.hit("replica_cut_from_store");
+        self.nodes[i].live = None;
+        self.line(
+            i,
+            &format!(
+                "CUT replica-{serving} (epoch {epoch}) from the store: {writes} writes sealed, not sent"
+            ),
+        );
+        self.links_down(i);
+        self.schedule_standby(i);
+        let delay = self.rng.between(STORE_LEASE_MS / 2, STORE_LEASE_MS * 3);
+        self.after(delay, Ev::StaleWrite);
+    }
+
+    /// The cut replica gets through and sends its sealed batch under its old epoch. The
+    /// fence must refuse it once another replica took the lease: a write of a replica that
+    /// no longer holds the store is two truths.
+    fn stale_write(&mut self, i: usize) {
+        let Some(shared) = self.nodes[i].shared.as_mut() else {
+            return;
+        };
+        let Some((handle, batch)) = shared.stale.take() else {
+            return;
+        };
+        let current = shared
+            .lease
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .epoch();
+        let epoch = handle.epoch();
+        match handle.commit(&batch) {
+            Err(_) => {
+                self.coverage.hit("stale_replica_fenced");
+                self.line(
+                    i,
+                    &format!("STALE write of epoch {epoch} refused by the fence"),
+                );
+            }
+            Ok(()) if current != epoch => {
+                let jobs: Vec<String> = Checker::touched(&batch).into_iter().collect();
+                self.fail(Violation {
+                    invariant: "no_dual_truth",
+                    detail: format!(
+                        "root replica of lease epoch {epoch}, cut from the store, wrote {} writes ({jobs:?}) after epoch {current} took over",
+                        batch.len()
+                    ),
+                });
+            }
+            Ok(()) => {
+                // Through before anyone took over: still the only writer, as if it had
+                // committed and then crashed.
+                let _ = self.nodes[i].store.flush();
+                self.coverage.hit("stale_write_before_takeover");
+                self.line(
+                    i,
+                    &format!("STALE write of epoch {epoch} lands: nobody took over"),
+                );
+            }
+        }
+    }
+
     fn restart(&mut self, i: usize) {
         if self.live(i) {
+            return;
+        }
+        if self.nodes[i].shared.is_some() {
+            // A replicated root comes back through the lease, like any standby.
+            self.schedule_standby(i);
             return;
         }
         self.boot(i);

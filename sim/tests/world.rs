@@ -77,13 +77,49 @@ fn the_same_seed_gives_the_same_trace() {
     assert_ne!(a.findings.trace_hash, c.findings.trace_hash);
 }
 
-/// Runs the default world with `mutation` over the seeds CI runs (0..500) until one
-/// breaks an invariant; returns that seed's report.
-fn first_caught(mutation: Mutation) -> palm_sim::Report {
+#[test]
+fn seeds_pass_with_a_replicated_root_cut_from_its_store() {
+    let mut coverage = palm_sim::Coverage::default();
+    for seed in 0..8 {
+        let report = run(Options {
+            seed,
+            replicas: true,
+            ..Options::default()
+        });
+        assert!(
+            report.passed(),
+            "seed {seed} with replicas: {:?}\nreplay: {}",
+            report.findings.violation,
+            report.replay_command()
+        );
+        assert!(report.replay_command().contains("--replicas"));
+        coverage.merge(&report.findings.coverage);
+    }
+    let all = coverage.all();
+    for point in palm_sim::REPLICA_COVERAGE_POINTS {
+        assert!(
+            all.get(point).copied().unwrap_or(0) > 0,
+            "{point} never reached in 8 seeds: {all:?}"
+        );
+    }
+}
+
+#[test]
+fn a_shared_store_that_skips_the_lease_fence_is_caught() {
+    let base = Options {
+        replicas: true,
+        ..Options::default()
+    };
+    caught_and_replayed_from(base, Mutation::SkipStoreFence, &["no_dual_truth"]);
+}
+
+/// Runs `base` (the default world, or another) with `mutation` over the seeds CI runs
+/// (0..500) until one breaks an invariant; returns that seed's report.
+fn first_caught_from(base: Options, mutation: Mutation) -> palm_sim::Report {
     for seed in 0..500 {
         let mut opts = Options {
             seed,
-            ..Options::default()
+            ..base.clone()
         };
         opts.mutation = Some(mutation);
         let report = run(opts);
@@ -97,7 +133,12 @@ fn first_caught(mutation: Mutation) -> palm_sim::Report {
 /// Each planted bug is caught, the report's replay command names the seed and the bug,
 /// the seed breaks the same invariant again, and without the bug it passes.
 fn caught_and_replayed(mutation: Mutation, invariants: &[&str]) {
-    let caught = first_caught(mutation);
+    caught_and_replayed_from(Options::default(), mutation, invariants);
+}
+
+/// [`caught_and_replayed`] from other options than the default world's.
+fn caught_and_replayed_from(base: Options, mutation: Mutation, invariants: &[&str]) {
+    let caught = first_caught_from(base, mutation);
     let (violation, ..) = caught.findings.violation.as_ref().expect("caught");
     assert!(
         invariants.contains(&violation.invariant),

@@ -6,14 +6,19 @@
 //!
 //! This directory is the one fenced place in `palm-actors` that does I/O: the redb
 //! implementation (the default, durable when `commit` returns), the in-memory one (with
-//! crash semantics, for tests and the simulator) and sled (behind the `sled` feature; see
-//! `sled.rs` for why it is not the default).
+//! crash semantics, for tests and the simulator), sled (behind the `sled` feature; see
+//! `sled.rs` for why it is not the default), and `fenced.rs`: the writer's lease of a
+//! store shared by a root's replicas, whose rules `palm-pgstore` runs in SQL.
 
+mod fenced;
 mod memory;
 mod redb;
 #[cfg(feature = "sled")]
 mod sled;
 
+#[cfg(feature = "mutations")]
+pub use self::fenced::FenceMutation;
+pub use self::fenced::{FencedStore, LeaseHeld, WriterLease};
 pub use self::memory::MemoryStore;
 pub use self::redb::RedbStore;
 #[cfg(feature = "sled")]
