@@ -20,7 +20,7 @@ mod ctx;
 mod doctor;
 mod flows_cmd;
 use palm_api::exit;
-use palm_node::{config, control, genome, link, node, providers, sys, tokens};
+use palm_node::{config, control, genome, link, node, providers, sys, tokens, tree_store};
 #[cfg(feature = "intel")]
 mod intel_cmd;
 mod interests_cmd;

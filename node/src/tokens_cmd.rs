@@ -127,7 +127,17 @@ fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
             err
         });
     }
-    let authority = crate::link::open_authority(&ctx.data)?.ok_or_else(|| {
+    // A replicated root's trust book is in its shared store: take the writer's lease
+    // (refused while a replica serves: send the command there) and work on that.
+    let shared = match crate::node::StoreLocation::of(&ctx.data)? {
+        crate::node::StoreLocation::Postgres(_) => {
+            let store = crate::node::open_store(&ctx.data)?;
+            crate::tree_store::sync(&*store, &palm_transport::pki::TreeFiles::new(&ctx.data))?;
+            Some(store)
+        }
+        crate::node::StoreLocation::Redb(_) => None,
+    };
+    let authority = crate::link::open_authority_in(&ctx.data, shared)?.ok_or_else(|| {
         let body = not_a_root();
         let mut err = CliError::usage(
             &body.kind,
@@ -151,6 +161,11 @@ fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
 /// `palm token list`: the root's trust book, secrets left out.
 fn list(ctx: &Ctx) -> CliResult {
     let files = palm_transport::pki::TreeFiles::new(&ctx.data);
+    // A replicated root's trust book is in its shared store (read without the lease).
+    if let crate::node::StoreLocation::Postgres(_) = crate::node::StoreLocation::of(&ctx.data)? {
+        let store = crate::node::open_store_read_only(&ctx.data)?;
+        crate::tree_store::restore(&*store, &files)?;
+    }
     if !files.has_ca() {
         let body = not_a_root();
         let mut err = CliError::usage(

@@ -238,23 +238,11 @@ fn offers(parent: &std::path::Path, child: &str, capability: &str) -> bool {
         })
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
-
 /// The acceptance: two root replicas over one database, one edge dialling both,
 /// 1,000 jobs in flight whose effects run on the edge. `kill -9` of the serving replica:
 /// the edge is linked to the other within 5 s, and every job ends with exactly one
-/// completion.
+/// completion. The standby starts with no tree identity of its own: it comes from the
+/// store, with the trust book (a token the dead replica issued enrolls a new edge).
 #[test]
 fn an_edge_follows_the_root_to_its_standby_and_a_thousand_jobs_finish_once() {
     let Some(base) = server() else { return };
@@ -321,9 +309,10 @@ fn an_edge_follows_the_root_to_its_standby_and_a_thousand_jobs_finish_once() {
         "edge1",
         "blue"
     )));
-    // The replicas are one root: the second gets the tree's identity (its CA, the child
-    // book) as it stands, and stands by for the store.
-    copy_dir(&a.path().join("tree"), &b.path().join("tree"));
+    // The replicas are one root: the second starts with an empty data directory and gets
+    // the tree's identity (CA, certificate, trust book) from the shared store once it
+    // takes over. A token created on the first is known to the second.
+    let token2 = common::join_token(a.path(), "edge2", "edge");
     let args_b = root(&addr_b);
     let second = Up::spawn_env(
         b.path(),
@@ -362,6 +351,27 @@ fn an_edge_follows_the_root_to_its_standby_and_a_thousand_jobs_finish_once() {
     assert!(
         relinked < Duration::from_secs(5),
         "relinked after {relinked:?}"
+    );
+    // A new edge enrolls, with the token the dead replica issued, at the one serving now.
+    let e2 = data_dir();
+    let _edge2 = Up::start(
+        e2.path(),
+        &[
+            "--profile",
+            "edge",
+            "--name",
+            "edge2",
+            "--seats",
+            "1",
+            "--parent",
+            &parents,
+            "--token",
+            &token2,
+        ],
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || child_up(b.path(), "edge2")),
+        "edge2 did not enroll at the new replica with the old replica's token"
     );
 
     assert!(

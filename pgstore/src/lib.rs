@@ -673,4 +673,8 @@ impl Store for PgStore {
     fn fenced(&self) -> bool {
         self.is_fenced()
     }
+
+    fn replicated(&self) -> bool {
+        true
+    }
 }

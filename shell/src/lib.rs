@@ -23,4 +23,5 @@ pub mod providers;
 pub mod sys;
 pub mod target;
 pub mod tokens;
+pub mod tree_store;
 pub mod wire;

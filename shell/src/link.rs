@@ -447,8 +447,17 @@ fn hello(name: &str, role: Role, node_id: String) -> Hello {
     }
 }
 
-/// Loads (or, on a root's first boot, creates) the root's CA and authority.
+/// Loads the root's CA and authority, if this directory holds a tree CA.
 pub fn open_authority(data: &Path) -> Result<Option<Arc<Authority>>, CliError> {
+    open_authority_in(data, None)
+}
+
+/// [`open_authority`] for a root whose store is shared by replicas (`shared`): its trust
+/// book is also committed to that store on every change (see [`crate::tree_store`]).
+pub fn open_authority_in(
+    data: &Path,
+    shared: Option<Arc<dyn palm_actors::store::Store>>,
+) -> Result<Option<Arc<Authority>>, CliError> {
     let files = TreeFiles::new(data);
     if !files.has_ca() {
         return Ok(None);
@@ -459,7 +468,11 @@ pub fn open_authority(data: &Path) -> Result<Option<Arc<Authority>>, CliError> {
     let book_path = files.path("trust.json");
     let book =
         Authority::load_book(&book_path).map_err(tree_error("cannot load the trust book"))?;
-    Ok(Some(Arc::new(Authority::new(ca, book, Some(book_path)))))
+    let authority = Authority::new(ca, book, Some(book_path));
+    Ok(Some(Arc::new(match shared {
+        Some(store) => authority.mirrored(crate::tree_store::mirror(store)),
+        None => authority,
+    })))
 }
 
 /// Starts the tree organ for `plan` on a booted node; requests that reach their home
@@ -478,6 +491,12 @@ pub async fn start(
     let (tx, events) = mpsc::channel::<LinkEvent<TreeMsg>>(LINK_EVENTS_QUEUE_MAX);
     let tree = match plan.kind {
         PlanKind::Root { listen } => {
+            // A replicated root is one root whichever replica serves: its identity comes
+            // from the shared store (or, from the first replica, goes into it).
+            let shared = genome.store.replicated().then(|| Arc::clone(&genome.store));
+            if let Some(store) = &shared {
+                crate::tree_store::sync(&**store, &files)?;
+            }
             if !files.has_ca() {
                 let ca = TreeCa::generate().map_err(tree_error("cannot create the tree CA"))?;
                 files
@@ -497,6 +516,9 @@ pub async fn start(
                         tree_id: ca.tree_id(),
                     })
                     .map_err(tree_error("cannot store the node record"))?;
+                if let Some(store) = &shared {
+                    crate::tree_store::save(&**store, &files)?;
+                }
                 info!(tree = ca.tree_id(), "created the tree CA");
                 eprintln!(
                     "palm: created tree {} (CA in {})",
@@ -504,7 +526,7 @@ pub async fn start(
                     files.dir().display()
                 );
             }
-            let authority = open_authority(&data)?
+            let authority = open_authority_in(&data, shared)?
                 .ok_or_else(|| CliError::failure("tree", "the tree CA vanished"))?;
             let identity = files
                 .load_identity()

@@ -41,8 +41,8 @@ pub use link::{Direction, Inbound, Link, LinkError, PeerInfo, Responder};
 pub use pki::{Identity, Role, TreeCa};
 pub use relay::{ChildBook, RelayCarrier, RelayGate, RelayMsg};
 pub use token::{
-    Authority, EnrollRefusal, JoinToken, RevocationList, TokenError, TokenRecord, TokenState,
-    TrustBook,
+    Authority, EnrollRefusal, JoinToken, Mirror, RevocationList, TokenError, TokenRecord,
+    TokenState, TrustBook,
 };
 
 /// The ALPN protocol id every Palm connection negotiates.

@@ -346,7 +346,12 @@ pub struct Authority {
     book: Mutex<TrustBook>,
     path: Option<PathBuf>,
     revoked: RevokedSet,
+    mirror: Option<Mirror>,
 }
+
+/// Where else a changed trust book must be durable before the change is answered (a
+/// replicated root's shared store); an error refuses the change.
+pub type Mirror = Box<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
 
 fn random<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
@@ -385,7 +390,15 @@ impl Authority {
             book: Mutex::new(book),
             path,
             revoked: Arc::new(RwLock::new(revoked)),
+            mirror: None,
         }
+    }
+
+    /// Every change of the book is also handed to `mirror` (after its file is written)
+    /// and refused if the mirror fails.
+    pub fn mirrored(mut self, mirror: Mirror) -> Authority {
+        self.mirror = Some(mirror);
+        self
     }
 
     /// Loads the book from `path` (empty if the file does not exist).
@@ -423,12 +436,19 @@ impl Authority {
     }
 
     fn persist(&self, book: &TrustBook) -> Result<(), String> {
-        let Some(path) = &self.path else {
+        if self.path.is_none() && self.mirror.is_none() {
             return Ok(());
-        };
+        }
         let bytes = serde_json::to_vec_pretty(book).map_err(|e| e.to_string())?;
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        write_atomic(dir, path, &bytes, true).map_err(|e| format!("{}: {e}", path.display()))
+        if let Some(path) = &self.path {
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
+            write_atomic(dir, path, &bytes, true)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        match &self.mirror {
+            Some(mirror) => mirror(&bytes),
+            None => Ok(()),
+        }
     }
 
     /// Issues a one-time join token for a child `name` in `role`, valid for `ttl_ms`.

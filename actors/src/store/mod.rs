@@ -222,6 +222,12 @@ pub trait Store: Send + Sync {
     fn fenced(&self) -> bool {
         false
     }
+
+    /// True when other processes (a root's replicas) share this store, so what a node
+    /// would otherwise keep in its data directory must be kept here too.
+    fn replicated(&self) -> bool {
+        false
+    }
 }
 
 impl fmt::Debug for dyn Store {
