@@ -58,7 +58,18 @@ pub(crate) fn try_take(
         )
         .map_err(|e| fail("take the writer's lease", e))?;
     if let Some(row) = taken {
-        return Ok(Ok(row.get(0)));
+        let epoch: i64 = row.get(0);
+        // The commit markers of earlier epochs (see `work` in lib.rs) can no longer be
+        // asked about: their writers are fenced. Keys order by epoch (big-endian).
+        let mut below = b"commit/".to_vec();
+        below.extend_from_slice(&epoch.to_be_bytes());
+        client
+            .execute(
+                &format!("DELETE FROM {q}.palm_data WHERE tbl = 0 AND key < $1"),
+                &[&below],
+            )
+            .map_err(|e| fail("prune old commit markers", e))?;
+        return Ok(Ok(epoch));
     }
     let row = client
         .query_one(

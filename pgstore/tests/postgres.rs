@@ -152,11 +152,38 @@ fn one_writer_at_a_time_and_a_replica_takes_over_what_it_acknowledged() {
     );
     assert_eq!(heard, vec!["replica-a".to_owned()]);
     assert_eq!(second.epoch(), Some(2));
+    // The first replica's commit markers went with its epoch.
+    let schema = url
+        .split("schema=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .to_owned();
+    let markers: Vec<Vec<u8>> = schemas
+        .sql()
+        .query(
+            &format!("SELECT key FROM \"{schema}\".palm_data WHERE tbl = 0"),
+            &[],
+        )
+        .expect("markers")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert!(markers.is_empty(), "markers of epoch 1 left: {markers:?}");
+    let mut marked = WriteBatch::new();
+    marked.put(Table::Jobs, b"j2".to_vec(), b"2".to_vec());
+    second.commit(&marked).expect("commit");
     assert_eq!(
         second.get(Table::Jobs, b"j1").expect("get"),
         Some(b"parked".to_vec())
     );
-    assert_eq!(all(&second, Table::Jobs).len(), 1);
+    assert_eq!(
+        all(&second, Table::Jobs).len(),
+        2,
+        "j1 from the first, j2 from the second"
+    );
     assert!(
         second.describe().contains("lease epoch 2"),
         "{}",
