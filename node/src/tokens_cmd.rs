@@ -137,7 +137,7 @@ fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
         }
         crate::node::StoreLocation::Redb(_) => None,
     };
-    let authority = crate::link::open_authority_in(&ctx.data, shared)?.ok_or_else(|| {
+    let authority = crate::link::open_authority(&ctx.data, shared)?.ok_or_else(|| {
         let body = not_a_root();
         let mut err = CliError::usage(
             &body.kind,

@@ -37,10 +37,7 @@ struct Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        if let Ok(mut client) = postgres::Client::connect(&self.base, postgres::NoTls) {
-            let _ =
-                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
-        }
+        let _ = palm_pgstore::drop_schema(&palm_pgstore::with_schema(&self.base, &self.name));
     }
 }
 

@@ -27,9 +27,7 @@ mod options;
 mod schema;
 
 pub use self::lease::Held;
-pub use self::options::{
-    DEFAULT_LEASE, DEFAULT_POOL, DEFAULT_SCHEMA, PgOptions, is_postgres_url, redact, with_schema,
-};
+pub use self::options::{PgOptions, is_postgres_url, redact, with_schema};
 pub use self::schema::latest as schema_version;
 
 use palm_actors::store::{Store, StoreError, Table, Visit, WriteBatch};

@@ -75,6 +75,12 @@ impl Drop for Schemas {
     }
 }
 
+/// The schema a test URL names.
+fn schema_of(url: &str) -> String {
+    let after = url.split("schema=").nth(1).expect("a schema in the URL");
+    after.split('&').next().unwrap_or(after).to_owned()
+}
+
 fn all(store: &dyn Store, table: Table) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out = Vec::new();
     store
@@ -153,14 +159,7 @@ fn one_writer_at_a_time_and_a_replica_takes_over_what_it_acknowledged() {
     assert_eq!(heard, vec!["replica-a".to_owned()]);
     assert_eq!(second.epoch(), Some(2));
     // The first replica's commit markers went with its epoch.
-    let schema = url
-        .split("schema=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_owned();
+    let schema = schema_of(&url);
     let markers: Vec<Vec<u8>> = schemas
         .sql()
         .query(
@@ -196,14 +195,7 @@ fn a_replica_whose_lease_was_taken_over_can_never_write_again() {
     let Some(base) = server() else { return };
     let schemas = Schemas::new(base);
     let url = schemas.fresh("&lease_ms=60000");
-    let schema = url
-        .split("schema=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_owned();
+    let schema = schema_of(&url);
     let stale = PgStore::open(&url, "stale").expect("open");
     let mut batch = WriteBatch::new();
     batch.put(Table::Jobs, b"j1".to_vec(), b"first".to_vec());
@@ -267,7 +259,7 @@ fn a_batch_the_database_refuses_leaves_nothing_behind() {
     batch.put(Table::Jobs, b"gone".to_vec(), b"1".to_vec());
     store.commit(&batch).expect("commit");
     // Poison one value: the database refuses the row, and with it the whole batch.
-    let schema = url.rsplit("schema=").next().unwrap().to_owned();
+    let schema = schema_of(&url);
     schemas
         .sql()
         .batch_execute(&format!(
@@ -360,7 +352,7 @@ fn the_schema_version_is_recorded_and_a_newer_one_is_refused() {
             && opened.iter().any(Result::is_ok),
         "{opened:?}"
     );
-    let schema = url.rsplit("schema=").next().unwrap().to_owned();
+    let schema = schema_of(&url);
     let mut sql = schemas.sql();
     let versions: Vec<i32> = sql
         .query(
@@ -409,14 +401,7 @@ fn a_writer_that_cannot_renew_its_lease_counts_itself_fenced_within_its_length()
     let Some(base) = server() else { return };
     let schemas = Schemas::new(base);
     let url = schemas.fresh("&lease_ms=600");
-    let schema = url
-        .split("schema=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_owned();
+    let schema = schema_of(&url);
     let store = PgStore::open(&url, "partitioned").expect("open");
     let mut batch = WriteBatch::new();
     batch.put(Table::Jobs, b"j1".to_vec(), b"1".to_vec());
@@ -458,7 +443,7 @@ fn a_reader_neither_creates_nor_migrates_a_schema() {
     let url = schemas.fresh("");
     let err = PgStore::open_read_only(&url).expect_err("nothing there yet");
     assert!(err.to_string().contains("holds no Palm store yet"), "{err}");
-    let schema = url.split("schema=").nth(1).unwrap().to_owned();
+    let schema = schema_of(&url);
     let exists: i64 = schemas
         .sql()
         .query_one(

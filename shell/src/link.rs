@@ -447,14 +447,10 @@ fn hello(name: &str, role: Role, node_id: String) -> Hello {
     }
 }
 
-/// Loads the root's CA and authority, if this directory holds a tree CA.
-pub fn open_authority(data: &Path) -> Result<Option<Arc<Authority>>, CliError> {
-    open_authority_in(data, None)
-}
-
-/// [`open_authority`] for a root whose store is shared by replicas (`shared`): its trust
-/// book is also committed to that store on every change (see [`crate::tree_store`]).
-pub fn open_authority_in(
+/// Loads the root's CA and authority, if this directory holds a tree CA. For a root whose
+/// store is shared by replicas (`shared`), the trust book is also committed to that store
+/// on every change (see [`crate::tree_store`]).
+pub fn open_authority(
     data: &Path,
     shared: Option<Arc<dyn palm_actors::store::Store>>,
 ) -> Result<Option<Arc<Authority>>, CliError> {
@@ -526,7 +522,7 @@ pub async fn start(
                     files.dir().display()
                 );
             }
-            let authority = open_authority_in(&data, shared)?
+            let authority = open_authority(&data, shared)?
                 .ok_or_else(|| CliError::failure("tree", "the tree CA vanished"))?;
             let identity = files
                 .load_identity()

@@ -525,13 +525,9 @@ impl Node {
         dispatch(&self.genome, request).await
     }
 
-    /// True once the node's store may no longer be written by it: another replica took
-    /// the store's writer's lease over. Nothing it does can be durable; it must stop.
-    pub fn fenced(&self) -> bool {
-        self.genome.store.fenced()
-    }
-
-    /// Resolves once [`Node::fenced`] holds (looked at every 200 ms).
+    /// Resolves once the node's store may no longer be written by it — another replica
+    /// took the store's writer's lease over, so nothing it does can be durable and it
+    /// must stop (looked at every 200 ms).
     pub fn when_fenced(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let genome = Arc::clone(&self.genome);
         async move {
