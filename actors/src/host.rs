@@ -15,7 +15,8 @@
 //! - **Run leases.** A seat on this node gets its claim at once
 //!   ([`HomeHost::claim_local`]): a crash kills it together with the claim. A command
 //!   the seat runs outlives a crash, so it starts only once its process group is
-//!   recorded durably ([`HomeHost::started`]); the next life stops it first. A holder on
+//!   recorded where the next life finds it ([`HomeHost::started`]); that life stops it
+//!   first. A holder on
 //!   another node — a child the effect is placed on — hears of its claims, renewals and
 //!   completions only once they are durable ([`HomeHost::claim_remote`],
 //!   [`HomeHost::renew`], [`HomeHost::complete`]); otherwise a restarted home could hand
@@ -286,18 +287,19 @@ impl<R> HomeHost<R> {
     }
 
     /// A command is about to run `key` under claim `token` in process group `group`, held
-    /// at its gate: `reply` hears, once the record is durable, whether it may start
-    /// (refused when the claim is no longer current). Recording first means a node that
-    /// dies while the command runs finds its group at the next boot.
+    /// at its gate: `Err` when the claim is no longer current (it must not start). The
+    /// record is unforced — it rides with the next batch — because the host keeps its
+    /// own copy where a crash of the host process cannot take it back (the node: a file
+    /// written before the gate opens, `live_groups`); the host opens the gate once the
+    /// request the command runs for is durable. A node that dies while the command runs
+    /// finds its group at the next boot and stops it.
     pub fn started(
         &mut self,
         path: &mut JobPath,
         key: &str,
         group: RunningGroup,
-        reply: impl FnOnce(Result<(), CompleteError>) -> R,
-    ) {
-        let result = path.record_group(key, group);
-        self.after_durable(reply(result));
+    ) -> Result<(), CompleteError> {
+        path.unforced(|path| path.record_group(key, group))
     }
 
     /// The command of `key` under claim `token` has exited: its group is forgotten with

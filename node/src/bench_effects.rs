@@ -4,8 +4,8 @@
 //! - `kv` (a provider step) against `set` (a step with no effect at all), both with
 //!   `--in-flight` jobs at once: `ratio.kv_over_set`; and a `kv` job's latency one at a
 //!   time: `kv_p50_ms`.
-//! - `run: "true"` against bare spawns of the same command (`sh -c true`, streams piped,
-//!   waited for) at the same concurrency: `ratio.run_over_spawn`; one at a time, the
+//! - `run: "true"` against bare spawns of the same command (`sh -c true`, by the path
+//!   the runner spawns, streams piped, waited for) at the same concurrency: `ratio.run_over_spawn`; one at a time, the
 //!   median overhead of a `run` job over a bare spawn: `run_overhead_p50_ms`.
 //!
 //! The node runs in this process over a fresh data directory, with as many seats as jobs
@@ -33,7 +33,8 @@ const RUN_FLOW: &str = "name: bench-run\ntree:\n  run: \"true\"\n";
 /// One bare spawn of `sh -c true`, streams piped as a `run` step's are, waited for.
 async fn spawn_once() -> Result<Duration, CliError> {
     let started = Instant::now();
-    let output = tokio::process::Command::new("sh")
+    // The same `sh` the runner spawns, by the same resolved path.
+    let output = tokio::process::Command::new(crate::sys::shell())
         .args(["-c", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

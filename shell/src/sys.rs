@@ -103,7 +103,19 @@ pub fn cpu_ms_of(pid: &str) -> Option<u64> {
 /// When process `pid` started (clock ticks since boot, /proc/PID/stat field 22): with the
 /// pid, it names one process even after the pid is reused.
 pub fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    use std::io::Read;
+    // One read into a buffer that holds any stat line (a 16-byte name and 52 numbers):
+    // `read_to_string` grows from 32 bytes, six reads on every command's way to its gate.
+    let mut buffer = [0u8; 1024];
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut len = 0;
+    while len < buffer.len() {
+        match file.read(&mut buffer[len..]).ok()? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    let stat = std::str::from_utf8(&buffer[..len]).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     // Field 3 (state) is the first after the name; start time is field 22.
     rest.split_whitespace().nth(19)?.parse().ok()
@@ -185,4 +197,25 @@ pub fn hostname() -> Option<String> {
 /// Logical CPUs, for the default number of seats.
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The `sh` commands run under: the first executable `sh` on this process's `PATH`,
+/// resolved once (else plain `"sh"`, looked up at each spawn). Spawning by path spares
+/// every command a walk of `PATH` in the forked child — one failed `execve` per entry
+/// before the right one.
+pub fn shell() -> &'static std::path::Path {
+    static SHELL: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    SHELL.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join("sh"))
+            .find(|candidate| {
+                candidate.is_absolute()
+                    && std::fs::metadata(candidate)
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .unwrap_or_else(|| std::path::PathBuf::from("sh"))
+    })
 }

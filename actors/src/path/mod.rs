@@ -1886,7 +1886,7 @@ impl JobPath {
     }
 
     /// Records the process group about to run `key`'s command under claim `token` (the
-    /// command waits at its gate until this is durable). Refused when this path is the
+    /// command waits at its gate until its host has recorded it too). Refused when this path is the
     /// effect's home and `token` is no longer its current claim: the command must not
     /// start. An effect placed here by another home is not in this path; its group is
     /// recorded all the same, so this node's next life can stop it.

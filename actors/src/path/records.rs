@@ -92,8 +92,9 @@ pub struct EffectRecord {
     pub created_at: u64,
 }
 
-/// The process group running an effect's command, recorded durably before the command
-/// may start (the runner holds it at a gate until then). At boot, a node stops the groups
+/// The process group running an effect's command, recorded before the command may start
+/// (the runner holds it at a gate until then; the node keeps a copy a crash of its
+/// process cannot take back, and this one rides with the next batch). At boot, a node stops the groups
 /// its previous life left running before any seat claims work, so one effect key never
 /// runs twice at the same moment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

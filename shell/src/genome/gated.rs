@@ -2,21 +2,23 @@
 //! (a `run` step's `sh -c`, a declared provider's program).
 //!
 //! The process starts blocked on one line of stdin, in its own process group. Its group
-//! is recorded durably by the local kernel ([`open_gate`]), and only then is the gate
-//! line written: a node killed before that leaves the gate at end of file and the
-//! command never starts, and a node killed after it finds the group at its next boot
+//! is recorded where the node's next life finds it (`super::live_groups`), and the gate
+//! line is written only once that is done and the request the command runs for is
+//! durable ([`open_gate`]): a node killed before that leaves the gate at end of file and
+//! the command never starts, and a node killed after it finds the group at its next boot
 //! (`super::orphans`). Stopping is by group: SIGTERM, then SIGKILL after
 //! [`KILL_GRACE_MS`]. Output is kept with a bound ([`Tail`]).
 
 use super::Genome;
 use super::kernel::KernelMsg;
+use super::live_groups::LiveGroups;
 use palm_actors::path::ClaimedEffect;
 use ractor::ActorRef;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 /// Time between SIGTERM and SIGKILL when stopping a command.
 pub const KILL_GRACE_MS: u64 = 2_000;
@@ -64,7 +66,7 @@ pub enum Program<'a> {
 /// with every stream piped. The caller adds environment and working directory, spawns,
 /// and opens the gate with [`open_gate`].
 pub fn command(program: &Program<'_>) -> tokio::process::Command {
-    let mut process = tokio::process::Command::new("sh");
+    let mut process = tokio::process::Command::new(crate::sys::shell());
     match program {
         Program::Shell(text) => {
             process.arg("-c").arg(GATE_SHELL).arg("sh").arg(text);
@@ -86,15 +88,17 @@ pub fn command(program: &Program<'_>) -> tokio::process::Command {
     process
 }
 
-/// How long the kernel may take to record a command's group.
+/// How long the kernel may take to answer for a command's group.
 const RECORD_TIMEOUT_MS: u64 = 30_000;
 
-/// A command's group, recorded in the store while the command runs; dropping it tells
-/// the kernel the command has exited (the record goes with the next batch).
+/// A command's group, recorded while the command runs; dropping it forgets the record
+/// (its file at once, the store's copy with the next batch).
 pub struct Recorded {
     kernel: ActorRef<KernelMsg>,
     key: String,
     token: u64,
+    /// Forgotten as the kernel hears of the exit.
+    _live: super::live_groups::LiveRecord,
 }
 
 impl Drop for Recorded {
@@ -106,10 +110,13 @@ impl Drop for Recorded {
     }
 }
 
-/// Records the gated command's process group with the local kernel (whoever is the
-/// effect's home: a placed effect's group is this node's to stop after a crash) and, once
-/// that is durable, opens the gate. `None`: the command must not start (the claim is no
-/// longer current, the kernel is gone, or the effect was cancelled meanwhile).
+/// Records the gated command's process group where this node's next life will find it
+/// ([`LiveGroups`]: a file under the data directory, which a killed process cannot take
+/// back) and with the local kernel (whoever is the effect's home: a placed effect's group
+/// is this node's to stop after a crash), and opens the gate once the kernel says every
+/// forced write made so far — the request the command runs for among them — is durable.
+/// `None`: the command must not start (the claim is no longer current, the record cannot
+/// be written, the kernel is gone, or the effect was cancelled meanwhile).
 pub async fn open_gate(
     genome: &Genome,
     effect: &ClaimedEffect,
@@ -128,6 +135,23 @@ pub async fn open_gate(
         boot: crate::sys::boot_id().to_owned(),
         start_ticks: crate::sys::start_ticks(pgid).unwrap_or(0),
     };
+    let live = match LiveGroups::new(&genome.info.data).record(&effect.key, &group) {
+        Ok(live) => live,
+        Err(err) => {
+            error!(
+                key = effect.key,
+                %err,
+                "cannot record the command's process group; not started"
+            );
+            return None;
+        }
+    };
+    let recorded = Recorded {
+        kernel: kernel.clone(),
+        key: effect.key.clone(),
+        token: effect.token,
+        _live: live,
+    };
     let answer = kernel
         .call(
             |reply| KernelMsg::Started {
@@ -138,11 +162,6 @@ pub async fn open_gate(
             Some(Duration::from_millis(RECORD_TIMEOUT_MS)),
         )
         .await;
-    let recorded = Recorded {
-        kernel,
-        key: effect.key.clone(),
-        token: effect.token,
-    };
     match answer {
         Ok(ractor::rpc::CallResult::Success(Ok(()))) => {}
         Ok(ractor::rpc::CallResult::Success(Err(refused))) => {

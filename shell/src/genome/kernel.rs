@@ -20,7 +20,7 @@
 use super::desk::{Answer, Desk, Live, settled};
 use super::places::PlacesMsg;
 use super::{Genome, now_ms};
-use palm_actors::bt::Outcome;
+use palm_actors::bt::{EffectRequest, Outcome};
 use palm_actors::host::HomeHost;
 use palm_actors::path::records::RunningGroup;
 use palm_actors::path::{ClaimedEffect, JobPath, JobPathConfig, Notice};
@@ -161,6 +161,8 @@ pub struct KernelState {
     watchers: HashMap<String, Vec<RpcReplyPort<Response>>>,
     /// The commit in flight, if any (awaited on stop so nothing sealed is lost).
     committing: Option<tokio::task::JoinHandle<()>>,
+    /// Replies that wait only for the commit in flight (see `KernelState::after_forced`).
+    after_commit: Vec<Deferred>,
 }
 
 /// A sealed batch and everything that may happen only once it is durable.
@@ -212,7 +214,11 @@ impl Actor for Kernel {
         let mut path = open_path(&genome)?;
         // Before any claim is answered: what the previous life left running must stop,
         // or its effects would run a second time beside their orphans.
-        super::orphans::stop_orphans(&mut path).await;
+        super::orphans::stop_orphans(
+            &mut path,
+            &super::live_groups::LiveGroups::new(&genome.info.data),
+        )
+        .await;
         let mut state = KernelState {
             desk: Desk {
                 path,
@@ -226,6 +232,7 @@ impl Actor for Kernel {
             flush_scheduled: false,
             watchers: HashMap::new(),
             committing: None,
+            after_commit: Vec::new(),
         };
         state.commit_now()?;
         // The place book holds the places of active jobs (and lets go of the places of
@@ -293,11 +300,22 @@ impl Actor for Kernel {
                 } else {
                     None
                 };
-                // A claim is internal: it is answered at once. If this node dies before
-                // the claim is committed, the effect is simply still ready on restart. A
-                // command does not start before its process group is recorded (`Started`),
-                // which commits the claim with it; a provider call dies with this process.
-                let _ = reply.send(claimed);
+                // A claim is internal: if this node dies before the claim is committed,
+                // the effect is simply still ready on restart. Seats are woken as the
+                // batch that made an effect ready is sealed, so its request may not be
+                // durable yet: a command is answered at once and waits at its gate
+                // (`Started`), anything else is answered once the request is durable —
+                // nothing may act for a request a crash could take back.
+                match claimed {
+                    Some(effect) if !matches!(effect.request, EffectRequest::Run { .. }) => {
+                        state.after_forced(Box::new(move || {
+                            let _ = reply.send(Some(effect));
+                        }));
+                    }
+                    claimed => {
+                        let _ = reply.send(claimed);
+                    }
+                }
             }
             KernelMsg::Complete {
                 key,
@@ -343,14 +361,13 @@ impl Actor for Kernel {
                     });
             }
             KernelMsg::Started { key, group, reply } => {
-                state
+                let result = state
                     .host
-                    .started(&mut state.desk.path, &key, group, |result| {
-                        let result = result.map_err(|err| err.to_string());
-                        Box::new(move || {
-                            let _ = reply.send(result);
-                        })
-                    });
+                    .started(&mut state.desk.path, &key, group)
+                    .map_err(|err| err.to_string());
+                state.after_forced(Box::new(move || {
+                    let _ = reply.send(result);
+                }));
             }
             KernelMsg::Exited { key, token } => {
                 state.host.exited(&mut state.desk.path, &key, token);
@@ -448,6 +465,12 @@ impl Actor for Kernel {
             }
             KernelMsg::Committed(result) => {
                 state.committing = None;
+                let waited = std::mem::take(&mut state.after_commit);
+                if result.is_ok() {
+                    for reply in waited {
+                        reply();
+                    }
+                }
                 if let Err(err) = result {
                     let dropped = state.host.lost();
                     error!(error = %err, dropped, "commit failed; the kernel restarts from the store");
@@ -485,6 +508,20 @@ impl KernelState {
 
     fn defer(&mut self, reply: impl FnOnce() + Send + 'static) {
         self.host.after_durable(Box::new(reply));
+    }
+
+    /// Sends `reply` once every *forced* write made so far is durable: at once when none
+    /// is pending or committing, after the commit in flight when only that one holds
+    /// some, else after the next commit. Unforced writes (a seat's claim, a group
+    /// record) are not waited for: nothing outside relies on them.
+    fn after_forced(&mut self, reply: Deferred) {
+        if self.desk.path.has_writes() {
+            self.host.after_durable(reply);
+        } else if self.committing.is_some() {
+            self.after_commit.push(reply);
+        } else {
+            reply();
+        }
     }
 
     fn has_pending(&self) -> bool {
@@ -667,6 +704,7 @@ impl KernelState {
     /// Commits a sealed batch on a blocking thread; the kernel hears `Committed` after
     /// and lets its replies out.
     fn dispatch(&mut self, myself: &ActorRef<KernelMsg>, sealed: Sealed) {
+        wake_seats(&self.genome, sealed.ready);
         if sealed.batch.is_empty() {
             // Nothing to make durable: everything before it already is (one commit is
             // in flight at a time, and none is now).
@@ -691,6 +729,7 @@ impl KernelState {
     /// Seals and commits on this thread (boot and stop, when nothing else runs).
     fn commit_now(&mut self) -> Result<(), ActorProcessingErr> {
         let sealed = self.seal();
+        wake_seats(&self.genome, sealed.ready);
         if !sealed.batch.is_empty() {
             let genome = Arc::clone(&self.genome);
             tokio::task::block_in_place(|| durable(&genome, &sealed.batch))?;
@@ -753,6 +792,17 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
     Ok(())
 }
 
+/// Wakes one waiting seat per effect the sealed batch made ready, while the batch commits
+/// rather than after: a seat's claim and the spawn of its command overlap the commit. A
+/// command still waits at its gate, and anything else for its claim's answer, until the
+/// request is durable (`KernelState::after_forced`). `notify_one` keeps one permit when
+/// no seat waits; a busy seat asks again when it finishes anyway.
+fn wake_seats(genome: &Genome, ready: usize) {
+    for _ in 0..ready.min(genome.seats.total()) {
+        genome.seats.notify.notify_one();
+    }
+}
+
 /// What follows a durable batch: cancel halted effects, wake the seats, tell the place
 /// book, answer.
 fn complete(genome: &Genome, sealed: Sealed) {
@@ -768,15 +818,11 @@ fn complete(genome: &Genome, sealed: Sealed) {
             None => genome.seats.cancel(key),
         }
     }
-    if sealed.ready > 0 {
-        // One waiting seat per effect (`notify_one` keeps one permit when none waits; a
-        // busy seat asks again when it finishes anyway).
-        for _ in 0..sealed.ready.min(genome.seats.total()) {
-            genome.seats.notify.notify_one();
-        }
-        if let Some(tree) = tree {
-            tree.wake();
-        }
+    if sealed.ready > 0
+        && let Some(tree) = tree
+    {
+        // Placement claims for a child are forced anyway; they wait for the request.
+        tree.wake();
     }
     for message in sealed.places {
         genome.places.tell(message);

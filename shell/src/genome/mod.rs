@@ -20,6 +20,7 @@
 pub mod desk;
 pub mod gated;
 pub mod kernel;
+pub mod live_groups;
 pub mod orphans;
 pub mod places;
 pub mod probe;

@@ -2,8 +2,9 @@
 //! running, stopped at boot before any seat claims work.
 //!
 //! Every command runs in its own process group, held at a gate until the group is
-//! recorded durably (`Table::Groups`, see the runner). A node killed with `kill -9` leaves
-//! those groups running; its next life requeues their claims at once, so without this
+//! recorded where a crash of this process cannot take it back (`super::live_groups`; the
+//! store's `Table::Groups` gets a copy with the next batch). A node killed with `kill -9`
+//! leaves those groups running; its next life requeues their claims at once, so without this
 //! step the same effect key would run twice at the same moment. The kernel calls
 //! [`stop_orphans`] in its `pre_start`, before it answers any claim.
 //!
@@ -13,6 +14,7 @@
 //! is left alone. Adoption (letting the orphan finish and keeping its outcome) is not
 //! attempted: its output pipes died with the old node, so its outcome cannot be known.
 
+use super::live_groups::LiveGroups;
 use crate::sys;
 use palm_actors::path::JobPath;
 use palm_actors::path::records::RunningGroup;
@@ -36,14 +38,23 @@ pub struct OrphanReport {
     pub stuck: usize,
 }
 
-/// Stops every group the previous life recorded and still running, then forgets the
-/// records (in the path's next batch).
-pub async fn stop_orphans(path: &mut JobPath) -> OrphanReport {
-    let recorded: Vec<(String, RunningGroup)> = path
+/// Stops every group the previous life recorded and still running — in its store or in
+/// its live-group files (the one a gate waits for) — then forgets the records (the
+/// store's in the path's next batch, the files at once).
+pub async fn stop_orphans(path: &mut JobPath, files: &LiveGroups) -> OrphanReport {
+    let mut recorded: Vec<(String, RunningGroup)> = path
         .groups()
         .iter()
         .map(|(key, group)| (key.clone(), group.clone()))
         .collect();
+    for (key, group) in files.read_all() {
+        if !recorded
+            .iter()
+            .any(|(k, g)| *k == key && g.token == group.token)
+        {
+            recorded.push((key, group));
+        }
+    }
     let mut report = OrphanReport {
         recorded: recorded.len(),
         ..OrphanReport::default()
@@ -79,6 +90,7 @@ pub async fn stop_orphans(path: &mut JobPath) -> OrphanReport {
     for (key, group) in &recorded {
         path.forget_group(key, group.token);
     }
+    files.clear();
     if report.recorded > 0 {
         info!(
             recorded = report.recorded,
@@ -188,11 +200,32 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn orphans_are_stopped_and_their_records_forgotten() {
         let store = MemoryStore::new();
+        // The previous life wrote its records under `before`; this one reads them from a
+        // copy of its data directory (a process of its own, holding none of them).
+        let (before, data) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
+        let previous = LiveGroups::new(before.path());
         let (mut path, _) =
             JobPath::open(&store, JobPathConfig::default(), 1).expect("open a memory store");
         let mut child = orphan("job-9/0.0/1");
         path.record_group("job-9/0.0/1", recorded(&child, 1))
             .expect("record");
+        // The same group in its file too (the usual case): counted once.
+        // (Forgotten, not dropped: the process that held them died.)
+        std::mem::forget(
+            previous
+                .record("job-9/0.0/1", &recorded(&child, 1))
+                .expect("record"),
+        );
+        // Killed before the store's copy was committed: only the file knows it.
+        let mut unflushed = orphan("job-8/0.0/1");
+        std::mem::forget(
+            previous
+                .record("job-8/0.0/1", &recorded(&unflushed, 5))
+                .expect("record"),
+        );
         path.record_group(
             "gone/0.0/1",
             RunningGroup {
@@ -203,17 +236,26 @@ mod tests {
             },
         )
         .expect("record");
-        let report = stop_orphans(&mut path).await;
+        std::fs::copy(
+            before.path().join("groups.live"),
+            data.path().join("groups.live"),
+        )
+        .expect("copy");
+        let live = LiveGroups::new(data.path());
+        let report = stop_orphans(&mut path, &live).await;
         assert_eq!(
             report,
             OrphanReport {
-                recorded: 2,
-                stopped: 1,
+                recorded: 3,
+                stopped: 2,
                 stuck: 0
             }
         );
-        let status = child.wait().expect("reap");
-        assert!(!status.success(), "the orphan was signalled: {status:?}");
+        for child in [&mut child, &mut unflushed] {
+            let status = child.wait().expect("reap");
+            assert!(!status.success(), "the orphan was signalled: {status:?}");
+        }
         assert!(path.groups().is_empty());
+        assert!(live.read_all().is_empty(), "the files are forgotten too");
     }
 }
