@@ -153,6 +153,8 @@ impl Hop {
             waiting: HashMap::new(),
             next_id: 1,
             placed: HashMap::new(),
+            placed_queue: VecDeque::new(),
+            placed_running: 0,
             projection: projection_tx,
             refused: refused_tx,
             here,
@@ -324,8 +326,15 @@ struct HopTask {
     /// Routed requests waiting for their answer, by the id given to the core.
     waiting: HashMap<u64, oneshot::Sender<Option<Reply>>>,
     next_id: u64,
-    /// Placed effects running here: their stop switches, by (key, token).
+    /// Placed effects here, running or queued: their stop switches, by (key, token).
     placed: HashMap<(String, u64), watch::Sender<bool>>,
+    /// Placed effects waiting for a seat, oldest first (a home places up to one more
+    /// per seat than a node has, so a seat that finishes finds its next effect here
+    /// instead of idling through a round trip to the home; the core renews them as it
+    /// does the running ones).
+    placed_queue: VecDeque<(ClaimedEffect, String, watch::Receiver<bool>)>,
+    /// Placed effects running now: at most this node's seats.
+    placed_running: usize,
     projection: watch::Sender<Value>,
     refused: watch::Sender<Value>,
     here: Here,
@@ -383,6 +392,7 @@ impl HopTask {
                 None => self.core.handle_timeout(now),
             }
             self.drain(&genome);
+            self.start_queued(&genome);
             self.run_duties(&genome);
             self.projection.send_if_modified(|old| {
                 let new = projection_json(&self.core);
@@ -465,6 +475,7 @@ impl HopTask {
                 outcome,
             } => {
                 self.placed.remove(&(key.clone(), token));
+                self.placed_running = self.placed_running.saturating_sub(1);
                 core.handle_finished(now, &key, token, outcome);
             }
             HopIn::CancelPlaced { child, key, token } => {
@@ -527,6 +538,16 @@ impl HopTask {
                     if let Some(stop) = self.placed.remove(&(key.clone(), token)) {
                         info!(key, token, reason, "stopping a placed effect");
                         let _ = stop.send(true);
+                        // One still queued never started: it ends here, as a stopped run
+                        // ends (no outcome).
+                        let queued = self
+                            .placed_queue
+                            .iter()
+                            .position(|(e, _, _)| e.key == key && e.token == token);
+                        if let Some(at) = queued {
+                            self.placed_queue.remove(at);
+                            self.core.handle_finished(now_ms(), &key, token, None);
+                        }
                     }
                 }
                 HopOutput::Event(event) => {
@@ -609,8 +630,38 @@ impl HopTask {
     /// Runs an effect placed here, with the same runner as the seats.
     fn start(&mut self, genome: &Arc<Genome>, effect: ClaimedEffect, home: String) {
         let (stop, cancel) = watch::channel(false);
-        let id = (effect.key.clone(), effect.token);
-        self.placed.insert(id, stop);
+        self.placed.insert((effect.key.clone(), effect.token), stop);
+        if self.placed_running < placed_seats(genome) {
+            self.run_placed(genome, effect, home, cancel);
+        } else {
+            debug!(
+                key = effect.key,
+                token = effect.token,
+                home,
+                "a placed effect waits for a seat"
+            );
+            self.placed_queue.push_back((effect, home, cancel));
+        }
+    }
+
+    /// Starts queued placed effects while seats are free.
+    fn start_queued(&mut self, genome: &Arc<Genome>) {
+        while self.placed_running < placed_seats(genome) {
+            let Some((effect, home, cancel)) = self.placed_queue.pop_front() else {
+                return;
+            };
+            self.run_placed(genome, effect, home, cancel);
+        }
+    }
+
+    fn run_placed(
+        &mut self,
+        genome: &Arc<Genome>,
+        effect: ClaimedEffect,
+        home: String,
+        cancel: watch::Receiver<bool>,
+    ) {
+        self.placed_running += 1;
         info!(
             key = effect.key,
             token = effect.token,
@@ -629,6 +680,11 @@ impl HopTask {
                 .await;
         });
     }
+}
+
+/// How many placed effects run here at once: the node's seats.
+fn placed_seats(genome: &Genome) -> usize {
+    genome.settings.seats.max(1)
 }
 
 /// Writes one link's frames in order; ends with the link.

@@ -118,6 +118,13 @@ pub enum Placement {
     Nowhere,
 }
 
+/// Placed effects a node takes per seat beyond its seats, waiting there for a seat: a
+/// seat that finishes then finds its next effect waiting instead of idling through the
+/// completion's trip home and the next placement's trip down (two hops each way for an
+/// edge under a realm). One: an effect waits at most for one other on its seat, and its
+/// lease is renewed while it waits as a running one's is.
+pub const PLACED_QUEUE_PER_SEAT: u32 = 1;
+
 /// A node of the subtree that can take placed work (see
 /// [`Topology::placement_targets`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,7 +137,7 @@ pub struct Target {
     pub hops: u32,
     /// Needs ready on that node.
     pub ready: Vec<String>,
-    /// Its free seats.
+    /// How many more it takes: its free seats and its free queue places.
     pub free: u32,
 }
 
@@ -349,13 +356,16 @@ impl Topology {
 
     /// Every node of the subtree able to take placed work now, reached through which
     /// direct child, with its ready needs and free seats — the home's placement
-    /// candidates, deeper nodes included (multi-hop placement). Order: most free seats
-    /// first, then nearer (fewer hops), then by name. A deep node is trusted as its
+    /// candidates, deeper nodes included (multi-hop placement). A node takes up to
+    /// [`PLACED_QUEUE_PER_SEAT`] more per seat than it has (they wait there for a seat),
+    /// and those count as free here. Order: most free first, then nearer (fewer hops),
+    /// then by name. A deep node is trusted as its
     /// direct child last reported it (that summary must be fresh and its link up; a
     /// child only reports the grandchildren it is linked to).
     pub fn placement_targets(&self, now: u64) -> Vec<Target> {
         fn walk(via: &str, summary: &Summary, hops: u32, out: &mut Vec<Target>) {
-            let free = summary.seats.saturating_sub(summary.busy);
+            let takes = summary.seats.saturating_mul(1 + PLACED_QUEUE_PER_SEAT);
+            let free = takes.saturating_sub(summary.busy);
             if free > 0 {
                 out.push(Target {
                     via: via.to_owned(),

@@ -24,13 +24,15 @@ fn summary(
 }
 
 /// root ← realm ← (edge1, edge2 offers `blue`), seen from the realm and from the root.
+/// edge2 counts 3 of its 2 seats busy: one place is left in its queue
+/// ([`PLACED_QUEUE_PER_SEAT`]).
 fn realm() -> Topology {
     let mut realm = Topology::new("realm", Role::Realm, "rrrr", Some("root"));
     realm.parent_link(10, "root", true);
     realm.child_link(10, "edge1", true);
     realm.child_link(10, "edge2", true);
     realm.child_summary(20, summary("edge1", "e111", &["cpu"], 2, 0, vec![]));
-    realm.child_summary(20, summary("edge2", "e222", &["blue"], 2, 1, vec![]));
+    realm.child_summary(20, summary("edge2", "e222", &["blue"], 2, 3, vec![]));
     realm
 }
 
@@ -121,7 +123,7 @@ fn placement_prefers_local_then_the_freest_able_child() {
 fn a_relay_places_through_the_child_whose_subtree_offers_the_needs() {
     // realm ← edge2 ← edge3: only edge3, two hops down, offers `gpu`.
     let mut realm = realm();
-    let deep = summary("edge3", "e333", &["gpu"], 1, 0, vec![]);
+    let deep = summary("edge3", "e333", &["gpu"], 1, 1, vec![]);
     realm.child_summary(40, summary("edge2", "e222", &[], 1, 1, vec![deep]));
     assert_eq!(
         realm.place(41, &["gpu".into()], false),
@@ -132,7 +134,7 @@ fn a_relay_places_through_the_child_whose_subtree_offers_the_needs() {
     assert_eq!(
         realm.place(41, &["gpu".into()], false),
         Placement::Nowhere,
-        "edge3's one seat is taken"
+        "edge3's one seat and its one queue place are taken"
     );
 }
 
@@ -245,7 +247,7 @@ fn placement_reaches_grandchildren_through_their_parent() {
     // root ← realm ← (edge1 cpu, edge2 blue busy 1 of 2).
     let mut root = Topology::new("root", Role::Root, "oooo", None);
     root.child_link(10, "realm", true);
-    root.child_summary(20, realm().summary(20, vec![], 1, 1));
+    root.child_summary(20, realm().summary(20, vec![], 1, 2));
     let targets = root.placement_targets(25);
     let names: Vec<(&str, &str, u32, u32)> = targets
         .iter()
@@ -253,14 +255,14 @@ fn placement_reaches_grandchildren_through_their_parent() {
         .collect();
     assert_eq!(
         names,
-        [("realm", "edge1", 2, 2), ("realm", "edge2", 2, 1)],
+        [("realm", "edge1", 2, 4), ("realm", "edge2", 2, 1)],
         "the full realm is no target; the freest edge comes first"
     );
     assert_eq!(targets[1].ready, ["blue"]);
     root.placed_on_target("realm", "edge2");
     assert!(
         root.placement_targets(25).iter().all(|t| t.node != "edge2"),
-        "edge2's last seat is taken"
+        "edge2's last queue place is taken"
     );
     root.completed_on("edge2");
     assert_eq!(
@@ -269,7 +271,7 @@ fn placement_reaches_grandchildren_through_their_parent() {
             .find(|t| t.node == "edge2")
             .map(|t| t.free),
         Some(1),
-        "a completion frees the seat before the next summary"
+        "a completion frees a place before the next summary"
     );
     root.child_link(30, "realm", false);
     assert!(
