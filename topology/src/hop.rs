@@ -396,6 +396,7 @@ struct Passing {
     their_id: u64,
     kind: AskKind,
     key: String,
+    token: u64,
     deadline: u64,
 }
 
@@ -464,6 +465,8 @@ pub struct HopCore {
     asks: BTreeMap<u64, Ask>,
     passing: BTreeMap<u64, Passing>,
     place_due: Option<u64>,
+    /// A placement round was asked for while one was in flight: run it once that one ends.
+    place_again: bool,
     /// Frames refused since boot (see [`crate::authority`]).
     refused: u64,
     /// The latest refusals, newest last (at most [`REFUSALS_KEPT`]).
@@ -518,6 +521,7 @@ impl HopCore {
             asks: BTreeMap::new(),
             passing: BTreeMap::new(),
             place_due: None,
+            place_again: false,
             refused: 0,
             refusals: VecDeque::new(),
             #[cfg(feature = "mutations")]
@@ -898,6 +902,13 @@ impl HopCore {
 
     /// The home claimed (and made durable) effects for placement round `round`.
     pub fn handle_claimed(&mut self, now: u64, round: u64, effects: Vec<ClaimedEffect>) {
+        self.place_claimed(now, round, effects);
+        if self.place_again && self.rounds.is_empty() {
+            self.place_round(now);
+        }
+    }
+
+    fn place_claimed(&mut self, now: u64, round: u64, effects: Vec<ClaimedEffect>) {
         let Some(target) = self.rounds.remove(&round) else {
             // The round was given up on: nothing was sent, so the claims go back.
             for effect in effects {
@@ -1102,6 +1113,9 @@ impl HopCore {
                     && r.deadline <= now
                 {
                     self.rounds.remove(&round);
+                    if self.place_again && self.rounds.is_empty() {
+                        self.place_round(now);
+                    }
                 }
             }
             Timer::Ask(id) => {
@@ -1151,9 +1165,17 @@ impl HopCore {
     // ----- placement, at a home -----
 
     fn place_round(&mut self, now: u64) {
-        if !self.topology.role().is_home() || !self.rounds.is_empty() {
+        if !self.topology.role().is_home() {
             return;
         }
+        if !self.rounds.is_empty() {
+            // One round at a time; a wake meanwhile is kept, not lost, and runs the next
+            // round the moment this one is answered (else seats freed during a round's
+            // claim commit would idle until the next timer round).
+            self.place_again = true;
+            return;
+        }
+        self.place_again = false;
         for target in self.topology.placement_targets(now) {
             let round = self.id();
             let deadline = now + CLAIM_ANSWER_MS;
@@ -1392,6 +1414,16 @@ impl HopCore {
 
     // ----- placement, on the way down -----
 
+    /// Forgets the relay of `key` under `token` only: the entry may already be a newer
+    /// claim's, passed down since (an older claim's late refusal or end must not erase
+    /// it, or a copy of the newer placement would be passed down again, perhaps to
+    /// another child — two live leases of one key).
+    fn forget_relayed(&mut self, key: &str, token: u64) {
+        if self.relayed.get(key).is_some_and(|r| r.token == token) {
+            self.relayed.remove(key);
+        }
+    }
+
     fn decide(&mut self, now: u64, key: &str, token: u64, accepted: bool, reason: Option<String>) {
         self.decided.insert(
             key.to_owned(),
@@ -1608,7 +1640,7 @@ impl HopCore {
                 self.answer_placed(&relaying.from, relaying.their_id, true, None);
             } else {
                 let reason = format!("`{peer}` refused: {}", reason.unwrap_or_default());
-                self.relayed.remove(&relaying.key);
+                self.forget_relayed(&relaying.key, relaying.token);
                 self.topology.completed_on(peer);
                 self.decide(
                     now,
@@ -1750,6 +1782,7 @@ impl HopCore {
                         their_id: id,
                         kind,
                         key: key.clone(),
+                        token,
                         deadline,
                     },
                 );
@@ -1869,7 +1902,7 @@ impl HopCore {
         if let Some(passing) = self.passing.remove(&id) {
             if !matches!(verdict, CompleteVerdict::Unreachable(_)) {
                 // Its end is known at home: nothing will need passing down any more.
-                self.relayed.remove(&passing.key);
+                self.forget_relayed(&passing.key, passing.token);
             }
             self.send(
                 &passing.child,

@@ -766,3 +766,41 @@ fn a_completion_for_a_job_homed_below_is_refused() {
         "{verdict:?}"
     );
 }
+
+#[test]
+fn a_wake_during_a_placement_round_runs_the_next_round_when_it_ends() {
+    let mut net = Net::three();
+    let now = net.now;
+    net.host("root").hold_claims = true;
+    net.host("root")
+        .claimable
+        .push_back(effect("root-1/0/1", 1, &["gpu"], now + 60_000));
+    net.core("root").wake_placer(now);
+    net.core("root").handle_timeout(now);
+    net.drain("root");
+    // One claim per target (the realm, the edge below it), held by the host.
+    let rounds = std::mem::take(&mut net.host("root").held);
+    assert!(!rounds.is_empty(), "a round asked to claim");
+    // More work while the round's claims are being made durable: the wake is kept.
+    net.host("root")
+        .claimable
+        .push_back(effect("root-2/0/1", 2, &["gpu"], now + 60_000));
+    net.core("root").wake_placer(now);
+    net.core("root").handle_timeout(now);
+    net.drain("root");
+    assert!(net.host("root").held.is_empty(), "one round at a time");
+    // The round ends, and the next one asks at once (not at the next timer round).
+    for (round, claimed) in rounds {
+        net.core("root").handle_claimed(now, round, claimed);
+    }
+    net.drain("root");
+    let next: Vec<String> = std::mem::take(&mut net.host("root").held)
+        .into_iter()
+        .flat_map(|(_, claimed)| claimed.into_iter().map(|e| e.key))
+        .collect();
+    assert_eq!(
+        next,
+        ["root-2/0/1"],
+        "the kept wake ran a round as soon as the last one ended"
+    );
+}
