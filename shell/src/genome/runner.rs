@@ -10,7 +10,7 @@
 
 use super::Genome;
 use super::gated::{
-    DRAIN_AFTER_EXIT_MS, Program, abort, collect, open_gate, read_tail, stop_group,
+    DRAIN_AFTER_EXIT_MS, GroupGuard, Program, abort, collect, open_gate, read_tail, stop_group,
 };
 use super::kernel::KernelMsg;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
@@ -313,6 +313,11 @@ async fn run_command(
         stop_group(&mut child, pgid).await;
         return None;
     };
+    // If this future is dropped mid-command (the node's runtime shutting down, a caller
+    // giving up), the whole group goes with it, not only `sh` (`kill_on_drop`): a
+    // command's own children (`sleep` under `sh -c`) would outlive it. Dropped before the
+    // record. Defused once the command has exited on its own.
+    let mut guard = GroupGuard(pgid);
     let max = genome.settings.output_bytes_max;
     let stdout = child
         .stdout
@@ -359,6 +364,7 @@ async fn run_command(
             }
         }
     };
+    guard.0 = None;
     let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
     let stdout = collect(stdout, drain).await;
     let stderr = collect(stderr, drain).await;
