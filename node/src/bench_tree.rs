@@ -14,6 +14,12 @@
 //!   the process exit and the home's answer to the waiting client, which the baseline
 //!   pays too). One job at a time.
 //! - **throughput**: effects/s with many jobs in flight, submit to all terminal.
+//!
+//! Both setups stay up for the whole run, and each of `--rounds` rounds measures the tree
+//! and then the baseline back to back; a ratio is the median of the rounds' ratios. On
+//! this shared 2-core machine the baseline alone moved 25–40% between two runs a minute
+//! apart, so a ratio of two setups measured one after the other said more about the
+//! neighbours than about the tree.
 
 use crate::cli::BenchTreeArgs;
 use crate::ctx::Ctx;
@@ -320,13 +326,24 @@ async fn one_job(home: &Path) -> Result<(Duration, Duration, String), CliError> 
     Ok((elapsed, lag, node))
 }
 
+/// One setup's figures over all rounds.
+#[derive(Default)]
 struct Figures {
-    effects_per_s: f64,
-    lag_p50_ms: f64,
-    lag_p99_ms: f64,
-    e2e_p50_ms: f64,
-    e2e_p99_ms: f64,
+    /// Each round's throughput.
+    rounds_per_s: Vec<f64>,
+    /// The home's durable commits and CPU over the throughput rounds, and the effects.
+    home_commits: u64,
+    home_cpu_ms: u64,
+    effects: usize,
+    lag: Vec<Duration>,
+    e2e: Vec<Duration>,
     ran_on: std::collections::BTreeMap<String, usize>,
+}
+
+impl Figures {
+    fn effects_per_s(&self) -> f64 {
+        median(self.rounds_per_s.clone())
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -336,22 +353,42 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
 }
 
-async fn measure(home: &Path, args: &BenchTreeArgs) -> Result<Figures, CliError> {
-    for _ in 0..5 {
-        one_job(home).await?;
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
     }
-    let (mut e2e, mut lag) = (Vec::new(), Vec::new());
-    let mut ran_on = std::collections::BTreeMap::new();
-    for _ in 0..args.samples {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+/// One job at a time, `samples` times: returns this round's completion → home p50.
+async fn latency(home: &Path, args: &BenchTreeArgs, into: &mut Figures) -> Result<f64, CliError> {
+    let mut lag = Vec::new();
+    for _ in 0..args.samples.max(1) {
         let (elapsed, behind, node) = one_job(home).await?;
-        e2e.push(elapsed);
+        into.e2e.push(elapsed);
+        into.lag.push(behind);
         lag.push(behind);
-        *ran_on.entry(node).or_insert(0) += 1;
+        *into.ran_on.entry(node).or_insert(0) += 1;
     }
-    e2e.sort();
     lag.sort();
+    Ok(percentile(&lag, 0.5))
+}
+
+/// `--effects` jobs with `--in-flight` at once: returns effects/s.
+async fn throughput(
+    home: &Path,
+    args: &BenchTreeArgs,
+    into: &mut Figures,
+) -> Result<f64, CliError> {
     let in_flight = args.in_flight.max(1);
     let per_worker = args.effects.div_ceil(in_flight);
+    let before = call(home, &Request::Vitality).await?;
     let started = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..in_flight {
@@ -366,28 +403,41 @@ async fn measure(home: &Path, args: &BenchTreeArgs) -> Result<Figures, CliError>
     }
     for worker in workers {
         for node in worker.await.map_err(fail)?? {
-            *ran_on.entry(node).or_insert(0) += 1;
+            *into.ran_on.entry(node).or_insert(0) += 1;
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(Figures {
-        effects_per_s: (per_worker * in_flight) as f64 / seconds,
-        lag_p50_ms: percentile(&lag, 0.5),
-        lag_p99_ms: percentile(&lag, 0.99),
-        e2e_p50_ms: percentile(&e2e, 0.5),
-        e2e_p99_ms: percentile(&e2e, 0.99),
-        ran_on,
-    })
+    let rate = (per_worker * in_flight) as f64 / started.elapsed().as_secs_f64();
+    let after = call(home, &Request::Vitality).await?;
+    let delta = |pointer: &str| {
+        let at = |v: &Value| v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+        at(&after).saturating_sub(at(&before))
+    };
+    into.home_commits += delta("/commits");
+    into.home_cpu_ms += delta("/process/cpu_ms");
+    into.effects += per_worker * in_flight;
+    into.rounds_per_s.push(rate);
+    Ok(rate)
 }
 
 fn report(what: &str, f: &Figures) -> Value {
     json!({
         "setup": what,
-        "effects_per_s": f.effects_per_s,
-        "completion_to_home_ms": { "p50": f.lag_p50_ms, "p99": f.lag_p99_ms },
-        "submit_to_terminal_ms": { "p50": f.e2e_p50_ms, "p99": f.e2e_p99_ms },
+        "effects_per_s": f.effects_per_s(),
+        "effects_per_s_by_round": f.rounds_per_s,
+        "completion_to_home_ms": { "p50": percentile(&f.lag, 0.5), "p99": percentile(&f.lag, 0.99) },
+        "submit_to_terminal_ms": { "p50": percentile(&f.e2e, 0.5), "p99": percentile(&f.e2e, 0.99) },
         "ran_on": f.ran_on,
+        "home_per_effect": {
+            "commits": f.home_commits as f64 / f.effects.max(1) as f64,
+            "cpu_ms": f.home_cpu_ms as f64 / f.effects.max(1) as f64,
+        },
     })
+}
+
+/// One round's ratios, tree over baseline.
+struct Round {
+    throughput: f64,
+    completion_to_home_p50: f64,
 }
 
 /// Runs the benchmark.
@@ -402,9 +452,10 @@ pub async fn run(ctx: &Ctx, args: BenchTreeArgs) -> CliResult {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
     eprintln!(
-        "palm bench tree: root <- realm <- {} edges x {} seats; {} effects, {} in flight, {} latency samples ({} build)",
+        "palm bench tree: root <- realm <- {} edges x {} seats; {} rounds of {} effects, {} in flight, {} latency samples ({} build)",
         args.edges,
         args.seats,
+        args.rounds,
         args.effects,
         args.in_flight,
         args.samples,
@@ -415,19 +466,39 @@ pub async fn run(ctx: &Ctx, args: BenchTreeArgs) -> CliResult {
         }
     );
     let outcome = async {
-        let tree = {
-            let mut procs = Processes { children: vec![] };
-            let root = start_tree(&mut procs, &scratch, &args).await?;
-            eprintln!("palm bench tree: tree linked, measuring");
-            measure(&root, &args).await?
-        };
-        let aio = {
-            let mut procs = Processes { children: vec![] };
-            let aio = start_all_in_one(&mut procs, &scratch, &args).await?;
-            eprintln!("palm bench tree: all-in-one up, measuring");
-            measure(&aio, &args).await?
-        };
-        Ok::<_, CliError>((tree, aio))
+        let mut tree_procs = Processes { children: vec![] };
+        let root = start_tree(&mut tree_procs, &scratch, &args).await?;
+        eprintln!("palm bench tree: tree linked");
+        let mut aio_procs = Processes { children: vec![] };
+        let aio = start_all_in_one(&mut aio_procs, &scratch, &args).await?;
+        eprintln!("palm bench tree: all-in-one up, measuring");
+        for home in [&root, &aio] {
+            for _ in 0..5 {
+                one_job(home).await?;
+            }
+        }
+        let (mut tree, mut base) = (Figures::default(), Figures::default());
+        let mut rounds = Vec::new();
+        for round in 1..=args.rounds.max(1) {
+            let tree_lag = latency(&root, &args, &mut tree).await?;
+            let base_lag = latency(&aio, &args, &mut base).await?;
+            let tree_rate = throughput(&root, &args, &mut tree).await?;
+            let base_rate = throughput(&aio, &args, &mut base).await?;
+            eprintln!(
+                "palm bench tree: round {round}: {tree_rate:.0} / {base_rate:.0} effects/s ({:.2}x); completion -> home p50 {tree_lag:.2} / {base_lag:.2} ms ({:.2}x)",
+                tree_rate / base_rate.max(1e-9),
+                tree_lag / base_lag.max(1e-9)
+            );
+            rounds.push(Round {
+                throughput: tree_rate / base_rate.max(1e-9),
+                completion_to_home_p50: tree_lag / base_lag.max(1e-9),
+            });
+        }
+        tree.lag.sort();
+        tree.e2e.sort();
+        base.lag.sort();
+        base.e2e.sort();
+        Ok::<_, CliError>((tree, base, rounds))
     }
     .await;
     if outcome.is_ok() {
@@ -435,15 +506,21 @@ pub async fn run(ctx: &Ctx, args: BenchTreeArgs) -> CliResult {
     } else {
         eprintln!("palm bench tree: node logs kept in {}", scratch.display());
     }
-    let (tree, aio) = outcome?;
+    let (tree, aio, rounds) = outcome?;
+    let throughput_ratio = median(rounds.iter().map(|r| r.throughput).collect());
+    let lag_ratio = median(rounds.iter().map(|r| r.completion_to_home_p50).collect());
     let result = json!({
         "machine": { "cpus": crate::sys::cpus() },
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "tree": report("root <- realm <- edges (home at the root, effects two hops down)", &tree),
         "baseline": report("one all-in-one node, same flow, same total seats", &aio),
+        "rounds": rounds.iter().map(|r| json!({
+            "throughput_tree_over_baseline": r.throughput,
+            "completion_to_home_p50_tree_over_baseline": r.completion_to_home_p50,
+        })).collect::<Vec<_>>(),
         "ratio": {
-            "throughput_tree_over_baseline": tree.effects_per_s / aio.effects_per_s.max(1e-9),
-            "completion_to_home_p50_tree_over_baseline": tree.lag_p50_ms / aio.lag_p50_ms.max(1e-9),
+            "throughput_tree_over_baseline": throughput_ratio,
+            "completion_to_home_p50_tree_over_baseline": lag_ratio,
         },
     });
     if ctx.out.json {
@@ -453,15 +530,25 @@ pub async fn run(ctx: &Ctx, args: BenchTreeArgs) -> CliResult {
     for (label, f) in [("tree", &tree), ("all-in-one", &aio)] {
         println!(
             "{label:>10}: {:>7.0} effects/s with {} in flight; completion -> home p50 {:.2} ms, p99 {:.2} ms; submit -> terminal p50 {:.2} ms, p99 {:.2} ms",
-            f.effects_per_s, args.in_flight, f.lag_p50_ms, f.lag_p99_ms, f.e2e_p50_ms, f.e2e_p99_ms
+            f.effects_per_s(),
+            args.in_flight,
+            percentile(&f.lag, 0.5),
+            percentile(&f.lag, 0.99),
+            percentile(&f.e2e, 0.5),
+            percentile(&f.e2e, 0.99)
         );
         let spread: Vec<String> = f.ran_on.iter().map(|(n, c)| format!("{n} {c}")).collect();
         println!("{:>10}  ran on: {}", "", spread.join(", "));
+        println!(
+            "{:>10}  home per effect: {:.2} commits, {:.2} ms CPU",
+            "",
+            f.home_commits as f64 / f.effects.max(1) as f64,
+            f.home_cpu_ms as f64 / f.effects.max(1) as f64
+        );
     }
     println!(
-        "     ratio: throughput {:.2}x of all-in-one; completion -> home p50 {:.2}x",
-        tree.effects_per_s / aio.effects_per_s.max(1e-9),
-        tree.lag_p50_ms / aio.lag_p50_ms.max(1e-9)
+        "     ratio: throughput {throughput_ratio:.2}x of all-in-one; completion -> home p50 {lag_ratio:.2}x (medians of {} rounds)",
+        rounds.len()
     );
     Ok(Code::Ok)
 }

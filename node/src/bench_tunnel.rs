@@ -1,5 +1,6 @@
 //! `palm bench tunnel`: one enrolled mTLS tunnel on loopback against a bare quinn framed
-//! echo measured in the same run (the measurement itself is `palm_transport::bench`).
+//! echo measured in the same run, interleaved in rounds (the measurement itself is
+//! `palm_transport::bench`).
 
 use crate::cli::BenchTunnelArgs;
 use crate::ctx::Ctx;
@@ -12,9 +13,11 @@ pub async fn run(ctx: &Ctx, args: BenchTunnelArgs) -> CliResult {
         seconds: args.seconds.clamp(0.1, 60.0),
         in_flight: args.in_flight.clamp(1, 4096),
         bulk_bytes: args.bulk_mib.clamp(1, 16 << 10) << 20,
+        rounds: args.rounds.clamp(1, 100),
     };
     eprintln!(
-        "palm bench tunnel: {} s per rate, {} in flight, {} MiB bulk, {} build",
+        "palm bench tunnel: {} rounds of link then bare, {} s per rate, {} in flight, {} MiB bulk, {} build",
+        options.rounds,
         options.seconds,
         options.in_flight,
         options.bulk_bytes >> 20,
@@ -38,6 +41,19 @@ pub async fn run(ctx: &Ctx, args: BenchTunnelArgs) -> CliResult {
         ctx.out.json(&value);
         return Ok(Code::Ok);
     }
+    for (i, round) in report.rounds.iter().enumerate() {
+        println!(
+            "round {}: link {:>7.0} / bare {:>7.0} req/s with {} in flight ({:.2}x); one at a time {:>6.0} / {:>6.0} ({:.2}x)",
+            i + 1,
+            round.link_pipelined_per_s,
+            round.bare_pipelined_per_s,
+            report.in_flight,
+            round.link_pipelined_per_s / round.bare_pipelined_per_s.max(1e-9),
+            round.link_one_in_flight_per_s,
+            round.bare_one_in_flight_per_s,
+            round.link_one_in_flight_per_s / round.bare_one_in_flight_per_s.max(1e-9),
+        );
+    }
     for (label, f) in [
         ("link (mTLS, framed)", &report.link),
         ("bare quinn echo    ", &report.bare),
@@ -57,7 +73,7 @@ pub async fn run(ctx: &Ctx, args: BenchTunnelArgs) -> CliResult {
         report.bare_per_frame_writes_per_s, report.in_flight
     );
     println!(
-        "ratio link/bare: {:.2}x with {} in flight (bare coalescing writes), {:.2}x (bare writing per frame), {:.2}x one at a time",
+        "ratio link/bare (median of the rounds'): {:.2}x with {} in flight (bare coalescing writes), {:.2}x (bare writing per frame), {:.2}x one at a time",
         report.pipelined_ratio,
         report.in_flight,
         report.pipelined_ratio_per_frame,

@@ -820,15 +820,19 @@ pub struct BenchTreeArgs {
     /// Seats per edge (the all-in-one baseline gets edges x seats).
     #[arg(long, default_value_t = 2)]
     pub seats: usize,
-    /// Effects for the throughput measurement.
+    /// Effects for each throughput measurement.
     #[arg(long, default_value_t = 1000)]
     pub effects: usize,
     /// Jobs in flight during the throughput measurement.
     #[arg(long, default_value_t = 64)]
     pub in_flight: usize,
-    /// Latency samples (one job at a time).
+    /// Latency samples (one job at a time), per round.
     #[arg(long, default_value_t = 100)]
     pub samples: usize,
+    /// Rounds of tree-then-baseline measurements; each ratio is the median of the
+    /// rounds' (both setups stay up for the whole run).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// `palm bench tunnel`.
@@ -843,6 +847,9 @@ pub struct BenchTunnelArgs {
     /// MiB moved by each bulk measurement.
     #[arg(long, default_value_t = 256)]
     pub bulk_mib: usize,
+    /// Rounds of link-then-bare measurements; each ratio is the median of the rounds'.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// `palm bench jobs`.

@@ -8,8 +8,9 @@
 //! state, and no decision is made here: this file only moves bytes and calls the
 //! kernel and the runner.
 //!
-//! - **Sends** go to a per-link writer task (in order; a full queue drops, which the
-//!   protocol treats as a lost message).
+//! - **Sends** are queued on the link's outbox straight from this task, in order and
+//!   without waiting (a full outbox drops the frame, which the protocol treats as a lost
+//!   message); the link's own writer sends them in batches.
 //! - **Kernel duties** (apply a forwarded request, claim for a child, renew, complete,
 //!   release) run on tasks and come back as inputs once the kernel answered — which is
 //!   once the change is durable. Duties asked by peers (apply, renew, complete) run at
@@ -53,8 +54,6 @@ const FRAMES: usize = 256;
 pub const DUTIES_RUNNING_MAX: usize = 64;
 /// Duties for peers waiting for a slot beyond which frames are no longer read.
 pub const DUTIES_QUEUED_MAX: usize = 1_024;
-/// Frames waiting for one link's writer; beyond this they are dropped (lost).
-const OUTBOX: usize = 4_096;
 /// Bound on a kernel call made for the protocol (apply, claim, renew, complete).
 const KERNEL_CALL: Duration = Duration::from_secs(60);
 
@@ -311,10 +310,10 @@ fn projection_json(core: &HopCore) -> Value {
     })
 }
 
-/// A link as the hop task knows it: which connection, and its writer's queue.
+/// A link as the hop task knows it: which connection, and the link.
 struct LinkOut {
     connection: usize,
-    frames: mpsc::Sender<TopoMsg>,
+    link: palm_transport::Link<TreeMsg>,
 }
 
 /// The task that owns the core (see the module docs).
@@ -416,11 +415,9 @@ impl HopTask {
                 connection,
                 link,
             } => {
-                let (frames, queue) = mpsc::channel(OUTBOX);
-                tokio::spawn(write_frames(link, queue));
-                // A newer connection replaces the older (whose writer ends with it).
+                // A newer connection replaces the older.
                 self.links
-                    .insert(peer.clone(), LinkOut { connection, frames });
+                    .insert(peer.clone(), LinkOut { connection, link });
                 core.handle_link(now, &peer, direction, true);
             }
             HopIn::LinkDown {
@@ -620,7 +617,7 @@ impl HopTask {
         let Some(link) = self.links.get(to) else {
             return;
         };
-        if let Err(err) = link.frames.try_send(msg) {
+        if let Err(err) = link.link.try_send(TreeMsg::Topo(msg)) {
             // Lost, as a frame on a congested or dying link may be: the protocol's
             // deadlines and leases take it from there.
             debug!(to, "frame dropped: {err}");
@@ -685,19 +682,6 @@ impl HopTask {
 /// How many placed effects run here at once: the node's seats.
 fn placed_seats(genome: &Genome) -> usize {
     genome.settings.seats.max(1)
-}
-
-/// Writes one link's frames in order; ends with the link.
-async fn write_frames(link: palm_transport::Link<TreeMsg>, mut queue: mpsc::Receiver<TopoMsg>) {
-    while let Some(msg) = queue.recv().await {
-        if let Err(err) = link.send(TreeMsg::Topo(msg)).await {
-            debug!(
-                peer = link.peer().name,
-                "link closed under the writer: {err}"
-            );
-            return;
-        }
-    }
 }
 
 /// What this node offers by itself now.

@@ -40,6 +40,8 @@ pub struct BenchOptions {
     pub in_flight: usize,
     /// Bytes moved by each bulk measurement.
     pub bulk_bytes: usize,
+    /// Rounds of link-then-bare measurements; ratios are the median of the rounds'.
+    pub rounds: usize,
 }
 
 impl Default for BenchOptions {
@@ -48,6 +50,7 @@ impl Default for BenchOptions {
             seconds: 2.0,
             in_flight: 64,
             bulk_bytes: 256 << 20,
+            rounds: 3,
         }
     }
 }
@@ -67,20 +70,50 @@ pub struct Figures {
     pub bulk_mib_per_s: f64,
 }
 
+/// One round's rates, link and bare measured back to back.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Round {
+    /// The link one at a time, requests per second.
+    pub link_one_in_flight_per_s: f64,
+    /// The bare echo one at a time.
+    pub bare_one_in_flight_per_s: f64,
+    /// The link with `in_flight` at once.
+    pub link_pipelined_per_s: f64,
+    /// The bare echo with `in_flight` at once, coalescing writes.
+    pub bare_pipelined_per_s: f64,
+    /// The bare echo with `in_flight` at once, one write per frame.
+    pub bare_per_frame_writes_per_s: f64,
+}
+
+/// The ratios, each the median of the rounds' ratios.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Ratios {
+    /// link / bare (coalesced writes) with `in_flight` at once.
+    pub pipelined_ratio: f64,
+    /// link / bare (one write per frame) with `in_flight` at once.
+    pub pipelined_ratio_per_frame: f64,
+    /// link / bare one at a time.
+    pub one_in_flight_ratio: f64,
+}
+
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct TunnelReport {
-    /// The enrolled mTLS link.
+    /// The ratios (median of the rounds'), as every `palm bench` reports them.
+    pub ratio: Ratios,
+    /// Each round's rates.
+    pub rounds: Vec<Round>,
+    /// The enrolled mTLS link (rates: medians over the rounds; RTTs over all rounds).
     pub link: Figures,
     /// The bare framed quinn echo.
     pub bare: Figures,
-    /// link / bare (coalesced writes) for the pipelined rate.
+    /// `ratio.pipelined_ratio`, also at the top level as earlier reports had it.
     pub pipelined_ratio: f64,
     /// The bare echo's pipelined rate with one write per frame (design §8's "framed").
     pub bare_per_frame_writes_per_s: f64,
-    /// link / bare (one write per frame) for the pipelined rate.
+    /// `ratio.pipelined_ratio_per_frame`.
     pub pipelined_ratio_per_frame: f64,
-    /// link / bare for one at a time.
+    /// `ratio.one_in_flight_ratio`.
     pub one_in_flight_ratio: f64,
     /// Requests in flight for the pipelined rate.
     pub in_flight: usize,
@@ -102,114 +135,194 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Runs both measurements.
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+/// Runs both measurements, interleaved in rounds (see the module docs).
 pub async fn tunnel(options: &BenchOptions) -> Result<TunnelReport, String> {
-    let link = measure_link(options).await?;
-    let (bare, bare_per_frame) = measure_bare(options).await?;
+    let link_rig = LinkRig::start().await?;
+    let mut bare_rig = BareRig::start().await?;
+    let mut rounds = Vec::new();
+    let (mut link_rtts, mut bare_rtts) = (Vec::new(), Vec::new());
+    for _ in 0..options.rounds.max(1) {
+        let (link_one, rtts) = link_rig.one_at_a_time(options.seconds).await?;
+        link_rtts.extend(rtts);
+        let (bare_one, rtts) = bare_rig.one_at_a_time(options.seconds).await?;
+        bare_rtts.extend(rtts);
+        let link_pipelined = pipelined_link(&link_rig.link, options).await?;
+        let bare_pipelined_per_s =
+            bare_pipelined(&bare_rig.conn, &bare_rig.frame, options, true).await?;
+        let per_frame = bare_pipelined(&bare_rig.conn, &bare_rig.frame, options, false).await?;
+        rounds.push(Round {
+            link_one_in_flight_per_s: link_one,
+            bare_one_in_flight_per_s: bare_one,
+            link_pipelined_per_s: link_pipelined,
+            bare_pipelined_per_s,
+            bare_per_frame_writes_per_s: per_frame,
+        });
+    }
+    let link_bulk = bulk_link(&link_rig.link, &link_rig.bulk_received, options.bulk_bytes).await?;
+    let bare_bulk = bare_rig.bulk(options.bulk_bytes).await?;
+    link_rig.stop().await;
+    bare_rig.stop();
+    link_rtts.sort();
+    bare_rtts.sort();
+    let of = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
+    let ratio_of = |num: fn(&Round) -> f64, den: fn(&Round) -> f64| {
+        median(rounds.iter().map(|r| num(r) / den(r).max(1e-9)).collect())
+    };
+    let ratio = Ratios {
+        pipelined_ratio: ratio_of(|r| r.link_pipelined_per_s, |r| r.bare_pipelined_per_s),
+        pipelined_ratio_per_frame: ratio_of(
+            |r| r.link_pipelined_per_s,
+            |r| r.bare_per_frame_writes_per_s,
+        ),
+        one_in_flight_ratio: ratio_of(
+            |r| r.link_one_in_flight_per_s,
+            |r| r.bare_one_in_flight_per_s,
+        ),
+    };
     Ok(TunnelReport {
-        pipelined_ratio: link.pipelined_per_s / bare.pipelined_per_s.max(1e-9),
-        bare_per_frame_writes_per_s: bare_per_frame,
-        pipelined_ratio_per_frame: link.pipelined_per_s / bare_per_frame.max(1e-9),
-        one_in_flight_ratio: link.one_in_flight_per_s / bare.one_in_flight_per_s.max(1e-9),
-        link,
-        bare,
+        pipelined_ratio: ratio.pipelined_ratio,
+        pipelined_ratio_per_frame: ratio.pipelined_ratio_per_frame,
+        one_in_flight_ratio: ratio.one_in_flight_ratio,
+        bare_per_frame_writes_per_s: of(|r| r.bare_per_frame_writes_per_s),
+        link: Figures {
+            one_in_flight_per_s: of(|r| r.link_one_in_flight_per_s),
+            pipelined_per_s: of(|r| r.link_pipelined_per_s),
+            rtt_p50_us: percentile_us(&link_rtts, 0.5),
+            rtt_p99_us: percentile_us(&link_rtts, 0.99),
+            bulk_mib_per_s: link_bulk,
+        },
+        bare: Figures {
+            one_in_flight_per_s: of(|r| r.bare_one_in_flight_per_s),
+            pipelined_per_s: of(|r| r.bare_pipelined_per_s),
+            rtt_p50_us: percentile_us(&bare_rtts, 0.5),
+            rtt_p99_us: percentile_us(&bare_rtts, 0.99),
+            bulk_mib_per_s: bare_bulk,
+        },
+        ratio,
+        rounds,
         in_flight: options.in_flight,
         payload_bytes: PAYLOAD_BYTES,
     })
 }
 
-async fn measure_link(options: &BenchOptions) -> Result<Figures, String> {
-    let config = LinkConfig {
-        transfer_len_max: 16 << 20,
-        ..LinkConfig::default()
-    };
-    let ca = TreeCa::generate().map_err(|e| e.to_string())?;
-    let root_identity = ca.issue_identity("bench-root").map_err(|e| e.to_string())?;
-    let authority = Arc::new(Authority::new(ca, TrustBook::default(), None));
-    let (tx, mut events) = mpsc::channel::<LinkEvent<Vec<u8>>>(64);
-    let hello = Hello {
-        name: "bench-root".into(),
-        role: Role::Root,
-        node_id: root_identity.node_id(),
-        software: env!("CARGO_PKG_VERSION").into(),
-    };
-    let listener = Listener::bind(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        &root_identity,
-        Arc::clone(&authority),
-        hello,
-        config.clone(),
-        tx,
-    )
-    .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().ok_or("listener has no address")?;
-    let bulk_received = Arc::new(AtomicU64::new(0));
-    let received = Arc::clone(&bulk_received);
-    tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            if let LinkEvent::LinkUp { mut inbound, .. } = event {
-                let received = Arc::clone(&received);
-                tokio::spawn(async move {
-                    while let Some(item) = inbound.recv().await {
-                        match item {
-                            Inbound::Request { body, responder } => {
-                                let _ = responder.respond(body).await;
+/// A root and an enrolled child linked with mTLS on loopback; the root echoes requests.
+struct LinkRig {
+    link: Link<Vec<u8>>,
+    listener: Listener<Vec<u8>>,
+    bulk_received: Arc<AtomicU64>,
+    _endpoint: quinn::Endpoint,
+}
+
+impl LinkRig {
+    async fn start() -> Result<LinkRig, String> {
+        let config = LinkConfig {
+            transfer_len_max: 16 << 20,
+            ..LinkConfig::default()
+        };
+        let ca = TreeCa::generate().map_err(|e| e.to_string())?;
+        let root_identity = ca.issue_identity("bench-root").map_err(|e| e.to_string())?;
+        let authority = Arc::new(Authority::new(ca, TrustBook::default(), None));
+        let (tx, mut events) = mpsc::channel::<LinkEvent<Vec<u8>>>(64);
+        let hello = Hello {
+            name: "bench-root".into(),
+            role: Role::Root,
+            node_id: root_identity.node_id(),
+            software: env!("CARGO_PKG_VERSION").into(),
+        };
+        let listener = Listener::bind(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            &root_identity,
+            Arc::clone(&authority),
+            hello,
+            config.clone(),
+            tx,
+        )
+        .map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().ok_or("listener has no address")?;
+        let bulk_received = Arc::new(AtomicU64::new(0));
+        let received = Arc::clone(&bulk_received);
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                if let LinkEvent::LinkUp { mut inbound, .. } = event {
+                    let received = Arc::clone(&received);
+                    tokio::spawn(async move {
+                        while let Some(item) = inbound.recv().await {
+                            match item {
+                                Inbound::Request { body, responder } => {
+                                    let _ = responder.respond(body).await;
+                                }
+                                Inbound::Transfer(t) => {
+                                    received.fetch_add(t.bytes.len() as u64, Ordering::Relaxed);
+                                }
+                                Inbound::Message(_) => {}
                             }
-                            Inbound::Transfer(t) => {
-                                received.fetch_add(t.bytes.len() as u64, Ordering::Relaxed);
-                            }
-                            Inbound::Message(_) => {}
                         }
-                    }
-                });
+                    });
+                }
             }
-        }
-    });
-    let token = authority
-        .create_token("bench-child", Role::Edge, 60_000, now_ms())
-        .map_err(|e| e.to_string())?;
-    let (identity, _) = enroll(&addr.to_string(), &token.encode(), &config)
-        .await
-        .map_err(|e| e.to_string())?;
-    let client = crate::tls::client_config(&identity, &config).map_err(|e| e.to_string())?;
-    let me = Hello {
-        name: "bench-child".into(),
-        role: Role::Edge,
-        node_id: identity.node_id(),
-        software: env!("CARGO_PKG_VERSION").into(),
-    };
-    let (_endpoint, link, _inbound) =
-        dial::<Vec<u8>>(&addr.to_string(), client, &me, &config).await?;
-    let payload = vec![0x5a; PAYLOAD_BYTES];
-    // Warm up.
-    for _ in 0..2_000 {
-        link.request(payload.clone())
+        });
+        let token = authority
+            .create_token("bench-child", Role::Edge, 60_000, now_ms())
+            .map_err(|e| e.to_string())?;
+        let (identity, _) = enroll(&addr.to_string(), &token.encode(), &config)
             .await
             .map_err(|e| e.to_string())?;
-    }
-    let (one_rate, mut rtts) = one_at_a_time(options.seconds, || {
-        let link = link.clone();
-        let payload = payload.clone();
-        async move {
-            link.request(payload)
+        let client = crate::tls::client_config(&identity, &config).map_err(|e| e.to_string())?;
+        let me = Hello {
+            name: "bench-child".into(),
+            role: Role::Edge,
+            node_id: identity.node_id(),
+            software: env!("CARGO_PKG_VERSION").into(),
+        };
+        let (endpoint, link, _inbound) =
+            dial::<Vec<u8>>(&addr.to_string(), client, &me, &config).await?;
+        let payload = vec![0x5a; PAYLOAD_BYTES];
+        // Warm up.
+        for _ in 0..2_000 {
+            link.request(payload.clone())
                 .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
         }
-    })
-    .await?;
-    rtts.sort();
-    let pipelined = pipelined_link(&link, options).await?;
-    let bulk = bulk_link(&link, &bulk_received, options.bulk_bytes).await?;
-    link.close("bench done");
-    listener.shutdown("bench done").await;
-    Ok(Figures {
-        one_in_flight_per_s: one_rate,
-        pipelined_per_s: pipelined,
-        rtt_p50_us: percentile_us(&rtts, 0.5),
-        rtt_p99_us: percentile_us(&rtts, 0.99),
-        bulk_mib_per_s: bulk,
-    })
+        Ok(LinkRig {
+            link,
+            listener,
+            bulk_received,
+            _endpoint: endpoint,
+        })
+    }
+
+    async fn one_at_a_time(&self, seconds: f64) -> Result<(f64, Vec<Duration>), String> {
+        let payload = vec![0x5a; PAYLOAD_BYTES];
+        one_at_a_time(seconds, || {
+            let link = self.link.clone();
+            let payload = payload.clone();
+            async move {
+                link.request(payload)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await
+    }
+
+    async fn stop(self) {
+        self.link.close("bench done");
+        self.listener.shutdown("bench done").await;
+    }
 }
 
 async fn one_at_a_time<F, Fut>(seconds: f64, mut call: F) -> Result<(f64, Vec<Duration>), String>
@@ -369,125 +482,149 @@ async fn bare_pipelined(
     Ok(rate)
 }
 
-async fn measure_bare(options: &BenchOptions) -> Result<(Figures, f64), String> {
-    let (server_config, client_config) = bare_configs()?;
-    let server = quinn::Endpoint::server(server_config, SocketAddr::from(([127, 0, 0, 1], 0)))
-        .map_err(|e| e.to_string())?;
-    let addr = server.local_addr().map_err(|e| e.to_string())?;
-    let bulk_received = Arc::new(AtomicU64::new(0));
-    let received = Arc::clone(&bulk_received);
-    let accept = server.clone();
-    tokio::spawn(async move {
-        while let Some(incoming) = accept.accept().await {
-            let received = Arc::clone(&received);
+/// A bare quinn echo server and a client connection to it, with one stream kept for the
+/// one-at-a-time rate.
+struct BareRig {
+    conn: quinn::Connection,
+    server: quinn::Endpoint,
+    _client: quinn::Endpoint,
+    frame: Vec<u8>,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    bulk_received: Arc<AtomicU64>,
+}
+
+impl BareRig {
+    async fn start() -> Result<BareRig, String> {
+        let (server_config, client_config) = bare_configs()?;
+        let server = quinn::Endpoint::server(server_config, SocketAddr::from(([127, 0, 0, 1], 0)))
+            .map_err(|e| e.to_string())?;
+        let addr = server.local_addr().map_err(|e| e.to_string())?;
+        let bulk_received = Arc::new(AtomicU64::new(0));
+        tokio::spawn(bare_serve(server.clone(), Arc::clone(&bulk_received)));
+        let client = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .map_err(|e| e.to_string())?;
+        let conn = client
+            .connect_with(client_config, addr, crate::SERVER_NAME)
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut frame = Vec::with_capacity(BARE_FRAME);
+        frame.extend_from_slice(&(PAYLOAD_BYTES as u32).to_be_bytes());
+        frame.extend_from_slice(&[0x5a; PAYLOAD_BYTES]);
+        let (send, recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+        let mut rig = BareRig {
+            conn,
+            server,
+            _client: client,
+            frame,
+            send,
+            recv,
+            bulk_received,
+        };
+        // Warm up.
+        let mut answer = [0u8; BARE_FRAME];
+        for _ in 0..2_000 {
+            rig.echo(&mut answer).await?;
+        }
+        Ok(rig)
+    }
+
+    async fn echo(&mut self, answer: &mut [u8; BARE_FRAME]) -> Result<(), String> {
+        self.send
+            .write_all(&self.frame)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.recv
+            .read_exact(answer)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn one_at_a_time(&mut self, seconds: f64) -> Result<(f64, Vec<Duration>), String> {
+        let mut answer = [0u8; BARE_FRAME];
+        let mut rtts = Vec::with_capacity(100_000);
+        let started = Instant::now();
+        let budget = Duration::from_secs_f64(seconds);
+        while started.elapsed() < budget {
+            let t = Instant::now();
+            self.echo(&mut answer).await?;
+            rtts.push(t.elapsed());
+        }
+        Ok((rtts.len() as f64 / started.elapsed().as_secs_f64(), rtts))
+    }
+
+    /// Raw bytes on one unidirectional stream, MiB/s.
+    async fn bulk(&self, total: usize) -> Result<f64, String> {
+        let chunk = vec![0xa5u8; 8 << 20];
+        let count = total.div_ceil(chunk.len()).max(1);
+        let target = (count * chunk.len()) as u64;
+        let started = Instant::now();
+        let mut stream = self.conn.open_uni().await.map_err(|e| e.to_string())?;
+        for _ in 0..count {
+            stream.write_all(&chunk).await.map_err(|e| e.to_string())?;
+        }
+        stream.flush().await.map_err(|e| e.to_string())?;
+        let _ = stream.finish();
+        let wait_deadline = Instant::now() + Duration::from_secs(60);
+        while self.bulk_received.load(Ordering::Relaxed) < target {
+            if Instant::now() > wait_deadline {
+                return Err("bare bulk did not complete within 60 s".into());
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        Ok(target as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64())
+    }
+
+    fn stop(mut self) {
+        let _ = self.send.finish();
+        self.conn.close(quinn::VarInt::from_u32(0), b"bench done");
+        self.server.close(quinn::VarInt::from_u32(0), b"bench done");
+    }
+}
+
+/// The bare server: echoes whole frames on every bidirectional stream, one write per
+/// read, and counts the bytes of unidirectional streams.
+async fn bare_serve(server: quinn::Endpoint, received: Arc<AtomicU64>) {
+    while let Some(incoming) = server.accept().await {
+        let received = Arc::clone(&received);
+        tokio::spawn(async move {
+            let Ok(conn) = incoming.await else { return };
+            let echo_conn = conn.clone();
             tokio::spawn(async move {
-                let Ok(conn) = incoming.await else { return };
-                let echo_conn = conn.clone();
-                tokio::spawn(async move {
-                    while let Ok((mut send, mut recv)) = echo_conn.accept_bi().await {
-                        tokio::spawn(async move {
-                            // Echo whole frames back, one write per read.
-                            let mut pending: Vec<u8> = Vec::with_capacity(64 << 10);
-                            while let Ok(Some(chunk)) = recv.read_chunk(64 << 10, true).await {
-                                pending.extend_from_slice(&chunk.bytes);
-                                let mut whole = 0;
-                                while pending.len() - whole >= 4 {
-                                    let mut len = [0u8; 4];
-                                    len.copy_from_slice(&pending[whole..whole + 4]);
-                                    let len = u32::from_be_bytes(len) as usize;
-                                    if pending.len() - whole < 4 + len {
-                                        break;
-                                    }
-                                    whole += 4 + len;
-                                }
-                                if whole > 0 {
-                                    if send.write_all(&pending[..whole]).await.is_err() {
-                                        return;
-                                    }
-                                    pending.drain(..whole);
-                                }
-                            }
-                        });
-                    }
-                });
-                while let Ok(mut stream) = conn.accept_uni().await {
-                    let received = Arc::clone(&received);
+                while let Ok((mut send, mut recv)) = echo_conn.accept_bi().await {
                     tokio::spawn(async move {
-                        while let Ok(Some(chunk)) = stream.read_chunk(1 << 20, false).await {
-                            received.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+                        let mut pending: Vec<u8> = Vec::with_capacity(64 << 10);
+                        while let Ok(Some(chunk)) = recv.read_chunk(64 << 10, true).await {
+                            pending.extend_from_slice(&chunk.bytes);
+                            let mut whole = 0;
+                            while pending.len() - whole >= 4 {
+                                let mut len = [0u8; 4];
+                                len.copy_from_slice(&pending[whole..whole + 4]);
+                                let len = u32::from_be_bytes(len) as usize;
+                                if pending.len() - whole < 4 + len {
+                                    break;
+                                }
+                                whole += 4 + len;
+                            }
+                            if whole > 0 {
+                                if send.write_all(&pending[..whole]).await.is_err() {
+                                    return;
+                                }
+                                pending.drain(..whole);
+                            }
                         }
                     });
                 }
             });
-        }
-    });
-    let client = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .map_err(|e| e.to_string())?;
-    let conn = client
-        .connect_with(client_config, addr, crate::SERVER_NAME)
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut frame = Vec::with_capacity(BARE_FRAME);
-    frame.extend_from_slice(&(PAYLOAD_BYTES as u32).to_be_bytes());
-    frame.extend_from_slice(&[0x5a; PAYLOAD_BYTES]);
-
-    // One at a time.
-    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-    let mut answer = [0u8; BARE_FRAME];
-    for _ in 0..2_000 {
-        send.write_all(&frame).await.map_err(|e| e.to_string())?;
-        recv.read_exact(&mut answer)
-            .await
-            .map_err(|e| e.to_string())?;
+            while let Ok(mut stream) = conn.accept_uni().await {
+                let received = Arc::clone(&received);
+                tokio::spawn(async move {
+                    while let Ok(Some(chunk)) = stream.read_chunk(1 << 20, false).await {
+                        received.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
     }
-    let mut rtts = Vec::with_capacity(100_000);
-    let started = Instant::now();
-    let budget = Duration::from_secs_f64(options.seconds);
-    while started.elapsed() < budget {
-        let t = Instant::now();
-        send.write_all(&frame).await.map_err(|e| e.to_string())?;
-        recv.read_exact(&mut answer)
-            .await
-            .map_err(|e| e.to_string())?;
-        rtts.push(t.elapsed());
-    }
-    let one_rate = rtts.len() as f64 / started.elapsed().as_secs_f64();
-    rtts.sort();
-
-    let _ = send.finish();
-    let pipelined = bare_pipelined(&conn, &frame, options, true).await?;
-    let per_frame = bare_pipelined(&conn, &frame, options, false).await?;
-
-    // Bulk.
-    let chunk = vec![0xa5u8; 8 << 20];
-    let count = options.bulk_bytes.div_ceil(chunk.len()).max(1);
-    let target = (count * chunk.len()) as u64;
-    let started = Instant::now();
-    let mut stream = conn.open_uni().await.map_err(|e| e.to_string())?;
-    for _ in 0..count {
-        stream.write_all(&chunk).await.map_err(|e| e.to_string())?;
-    }
-    stream.flush().await.map_err(|e| e.to_string())?;
-    let _ = stream.finish();
-    let wait_deadline = Instant::now() + Duration::from_secs(60);
-    while bulk_received.load(Ordering::Relaxed) < target {
-        if Instant::now() > wait_deadline {
-            return Err("bare bulk did not complete within 60 s".into());
-        }
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
-    let bulk = target as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64();
-    conn.close(quinn::VarInt::from_u32(0), b"bench done");
-    server.close(quinn::VarInt::from_u32(0), b"bench done");
-    Ok((
-        Figures {
-            one_in_flight_per_s: one_rate,
-            pipelined_per_s: pipelined,
-            rtt_p50_us: percentile_us(&rtts, 0.5),
-            rtt_p99_us: percentile_us(&rtts, 0.99),
-            bulk_mib_per_s: bulk,
-        },
-        per_frame,
-    ))
 }

@@ -13,8 +13,9 @@ pub struct LinkConfig {
     pub transfer_len_max: usize,
     /// Requests awaiting a response at once; a further request waits (back-pressure).
     pub requests_in_flight_max: usize,
-    /// Frames queued for the writer; senders wait when it is full.
-    pub outbound_queue_max: usize,
+    /// Bytes of encoded frames queued for the writer; senders wait while it holds this
+    /// many (a frame is admitted below the bound, so one frame may overshoot it).
+    pub outbound_bytes_max: usize,
     /// Inbound requests and messages queued for the application; the reader stops
     /// reading (and QUIC flow control stops the peer) when it is full.
     pub inbound_queue_max: usize,
@@ -28,8 +29,6 @@ pub struct LinkConfig {
     pub backoff_ms_min: u64,
     /// Cap of the reconnect delay.
     pub backoff_ms_max: u64,
-    /// Bytes the writer gathers from its queue before one write (batching).
-    pub write_batch_bytes_max: usize,
     /// TLS handshakes (and enrollments) a listener serves at once; more are refused.
     pub handshakes_max: usize,
 }
@@ -40,14 +39,13 @@ impl Default for LinkConfig {
             frame_len_max: 1 << 20,
             transfer_len_max: 64 << 20,
             requests_in_flight_max: 1024,
-            outbound_queue_max: 4096,
+            outbound_bytes_max: 1 << 20,
             inbound_queue_max: 4096,
             keepalive_ms: 500,
             idle_timeout_ms: 2_500,
             handshake_ms_max: 5_000,
             backoff_ms_min: 100,
             backoff_ms_max: 5_000,
-            write_batch_bytes_max: 256 << 10,
             handshakes_max: 64,
         }
     }

@@ -6,12 +6,19 @@
 //! [`Link::request`] waits for a slot (back-pressure, never an unbounded queue). Large
 //! payloads go on their own unidirectional stream ([`Link::transfer`]).
 //!
-//! Four tasks serve a link: the **writer** drains a bounded queue of encoded frames and
-//! writes them in batches; the **reader** decodes frames and routes them (responses to
+//! Four tasks serve a link: the **writer** takes whatever the outbox holds and writes it
+//! as one batch; the **reader** decodes frames and routes them (responses to
 //! their requesters, requests and messages to the bounded inbound queue — when the
 //! application does not keep up the reader stops reading and QUIC flow control stops the
 //! peer); the **keeper** pings every `keepalive_ms` and closes the link when nothing
 //! arrived for `idle_timeout_ms`; the **transfer acceptor** reads transfer streams.
+//!
+//! The **outbox** is one buffer of encoded frames that senders (requesters, responders,
+//! the keeper) encode into directly, under a short lock: no allocation and no channel
+//! item per frame, and the writer is woken only when the buffer turns non-empty, so a
+//! burst of frames costs one wake-up and one write (`bench tunnel`: the per-frame
+//! `Vec` and channel hop were most of the link's cost against a bare echo). It is bounded
+//! in bytes (`outbound_bytes_max`): a sender waits while it is full (back-pressure).
 //!
 //! Any protocol violation (a malformed, oversized or unknown-version frame, a second
 //! hello) closes the link with the reason, logged; it never panics. Closing fails every
@@ -24,10 +31,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tracing::{debug, warn};
 
 /// Application close codes.
@@ -106,6 +113,9 @@ pub enum LinkError {
     /// No answer within the deadline.
     #[error("no answer within {0} ms")]
     Timeout(u64),
+    /// [`Link::try_send`] found the outbox full (the peer or the network is behind).
+    #[error("the link's outbox is full ({0} bytes queued)")]
+    Congested(usize),
 }
 
 /// Something the peer sent that the application handles.
@@ -136,8 +146,7 @@ pub struct Transfer {
 #[derive(Debug)]
 pub struct Responder<T> {
     id: u64,
-    out: mpsc::Sender<Vec<u8>>,
-    frame_len_max: usize,
+    out: Arc<Outbox>,
     answered: bool,
     _body: std::marker::PhantomData<fn(T)>,
 }
@@ -146,12 +155,8 @@ impl<T: Serialize> Responder<T> {
     /// Sends the answer.
     pub async fn respond(mut self, body: T) -> Result<(), LinkError> {
         self.answered = true;
-        let bytes = codec::encode(&Frame::Response { id: self.id, body }, self.frame_len_max)
-            .map_err(LinkError::Encode)?;
-        self.out
-            .send(bytes)
-            .await
-            .map_err(|_| LinkError::Closed("the writer stopped".into()))
+        self.out.answers_owed.fetch_sub(1, Ordering::Relaxed);
+        self.out.push(Frame::Response { id: self.id, body }).await
     }
 }
 
@@ -160,15 +165,114 @@ impl<T> Drop for Responder<T> {
         if self.answered {
             return;
         }
+        self.out.answers_owed.fetch_sub(1, Ordering::Relaxed);
         let frame: Frame<()> = Frame::Failed {
             id: self.id,
             reason: "the peer dropped the request unanswered".into(),
         };
-        if let Ok(bytes) = codec::encode(&frame, self.frame_len_max) {
-            // Best effort: if the queue is full, the requester's slot is freed when the
-            // link closes or its own deadline passes.
-            let _ = self.out.try_send(bytes);
+        // Best effort: if the outbox is full, the requester's slot is freed when the
+        // link closes or its own deadline passes.
+        let _ = self.out.try_push(&frame);
+    }
+}
+
+/// Encoded frames waiting for the writer (see the module docs).
+#[derive(Debug)]
+struct Outbox {
+    state: Mutex<OutboxState>,
+    /// Wakes the writer when the buffer turns non-empty (a stored permit if it is busy).
+    filled: Notify,
+    /// Wakes senders waiting for room once the writer takes the buffer, or on close.
+    drained: Notify,
+    bytes_max: usize,
+    frame_len_max: usize,
+    /// The peer's requests handed to the application and not yet answered.
+    answers_owed: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct OutboxState {
+    buf: Vec<u8>,
+    closed: Option<String>,
+}
+
+impl Outbox {
+    fn new(bytes_max: usize, frame_len_max: usize) -> Outbox {
+        Outbox {
+            state: Mutex::new(OutboxState {
+                buf: Vec::with_capacity(64 << 10),
+                closed: None,
+            }),
+            filled: Notify::new(),
+            drained: Notify::new(),
+            bytes_max: bytes_max.max(1),
+            frame_len_max,
+            answers_owed: AtomicUsize::new(0),
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutboxState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends a frame if there is room: `Ok(false)` when the outbox is full.
+    fn try_push<B: Serialize>(&self, frame: &Frame<B>) -> Result<bool, LinkError> {
+        let mut state = self.lock();
+        if let Some(reason) = &state.closed {
+            return Err(LinkError::Closed(reason.clone()));
+        }
+        // The bound is soft by at most one frame: a frame is admitted while the buffer
+        // is below it, so a frame larger than the bound still goes out alone.
+        if state.buf.len() >= self.bytes_max {
+            return Ok(false);
+        }
+        let was_empty = state.buf.is_empty();
+        codec::encode_into(&mut state.buf, frame, self.frame_len_max).map_err(LinkError::Encode)?;
+        drop(state);
+        if was_empty {
+            self.filled.notify_one();
+        }
+        Ok(true)
+    }
+
+    /// Appends a frame, waiting while the outbox is full.
+    /// Takes the frame by value: a borrow held across the wait would ask `B: Sync`.
+    async fn push<B: Serialize>(&self, frame: Frame<B>) -> Result<(), LinkError> {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            // Registered before the check, so a drain between the check and the wait
+            // is not missed.
+            drained.as_mut().enable();
+            if self.try_push(&frame)? {
+                return Ok(());
+            }
+            drained.await;
+        }
+    }
+
+    /// Takes everything queued into `into` (which must be empty); false when empty.
+    fn take(&self, into: &mut Vec<u8>) -> bool {
+        let mut state = self.lock();
+        if state.buf.is_empty() {
+            return false;
+        }
+        std::mem::swap(&mut state.buf, into);
+        drop(state);
+        self.drained.notify_waiters();
+        true
+    }
+
+    /// Refuses further frames and drops what is queued (the link is going away).
+    fn close(&self, reason: &str) {
+        let mut state = self.lock();
+        if state.closed.is_none() {
+            state.closed = Some(reason.to_owned());
+        }
+        state.buf = Vec::new();
+        drop(state);
+        self.drained.notify_waiters();
+        self.filled.notify_one();
     }
 }
 
@@ -181,7 +285,7 @@ struct Pending<T> {
 
 struct Shared<T> {
     conn: quinn::Connection,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Arc<Outbox>,
     pending: Mutex<Pending<T>>,
     next_id: AtomicU64,
     slots: Arc<Semaphore>,
@@ -231,6 +335,7 @@ impl<T> Shared<T> {
             return;
         }
         self.slots.close();
+        self.out.close(reason);
         self.conn
             .close(quinn::VarInt::from_u32(code), reason.as_bytes());
         self.closed.send_replace(Some(reason.to_owned()));
@@ -245,8 +350,32 @@ impl<T> Shared<T> {
             .unwrap_or_else(|| "closed".into())
     }
 
+    fn in_flight(&self) -> usize {
+        self.config.requests_in_flight_max.max(1) - self.slots.available_permits()
+    }
+
     fn elapsed_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
+    }
+}
+
+/// A request's entry in the pending map, removed when the request is given up.
+struct Waiting<'a, T> {
+    shared: &'a Shared<T>,
+    id: u64,
+    answered: bool,
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .map
+                .remove(&self.id);
+        }
     }
 }
 
@@ -273,11 +402,11 @@ where
         peer: PeerInfo,
         config: LinkConfig,
     ) -> (Link<T>, mpsc::Receiver<Inbound<T>>) {
-        let (out_tx, out_rx) = mpsc::channel(config.outbound_queue_max.max(1));
+        let out = Arc::new(Outbox::new(config.outbound_bytes_max, config.frame_len_max));
         let (in_tx, in_rx) = mpsc::channel(config.inbound_queue_max.max(1));
         let shared = Arc::new(Shared {
             conn: conn.clone(),
-            out: out_tx,
+            out,
             pending: Mutex::new(Pending {
                 map: HashMap::new(),
                 closed: None,
@@ -290,7 +419,7 @@ where
             started: Instant::now(),
             last_rx_ms: AtomicU64::new(0),
         });
-        tokio::spawn(write_loop(Arc::clone(&shared), send, out_rx));
+        tokio::spawn(write_loop(Arc::clone(&shared), send));
         tokio::spawn(read_loop(Arc::clone(&shared), recv, decoder, in_tx.clone()));
         tokio::spawn(keep_loop(Arc::clone(&shared)));
         tokio::spawn(transfer_loop(Arc::clone(&shared), in_tx));
@@ -306,8 +435,6 @@ where
             .await
             .map_err(|_| LinkError::Closed(shared.closed_reason()))?;
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let bytes = codec::encode(&Frame::Request { id, body }, shared.config.frame_len_max)
-            .map_err(LinkError::Encode)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -316,13 +443,25 @@ where
             }
             pending.map.insert(id, tx);
         }
-        if shared.out.send(bytes).await.is_err() {
-            self.forget(id);
-            return Err(LinkError::Closed(shared.closed_reason()));
+        // Registered before the frame goes out, so the answer always finds its waiter;
+        // forgotten again if the frame cannot go or this future is dropped (a caller's
+        // deadline), so the map holds only requests someone still waits for.
+        let mut waiting = Waiting {
+            shared,
+            id,
+            answered: false,
+        };
+        if let Err(err) = shared.out.push(Frame::Request { id, body }).await {
+            return Err(match err {
+                LinkError::Closed(_) => LinkError::Closed(shared.closed_reason()),
+                other => other,
+            });
         }
         let result = rx
             .await
             .unwrap_or_else(|_| Err(LinkError::Closed(shared.closed_reason())));
+        // The reader (or a close) took the entry out to answer it.
+        waiting.answered = true;
         drop(slot);
         result
     }
@@ -336,24 +475,24 @@ where
         }
     }
 
-    fn forget(&self, id: u64) {
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map
-            .remove(&id);
-    }
-
     /// Sends a one-way message (waits while the outbound queue is full).
     pub async fn send(&self, body: T) -> Result<(), LinkError> {
-        let bytes = codec::encode(&Frame::Message(body), self.shared.config.frame_len_max)
-            .map_err(LinkError::Encode)?;
-        self.shared
-            .out
-            .send(bytes)
-            .await
-            .map_err(|_| LinkError::Closed(self.shared.closed_reason()))
+        match self.shared.out.push(Frame::Message(body)).await {
+            Err(LinkError::Closed(_)) => Err(LinkError::Closed(self.shared.closed_reason())),
+            other => other,
+        }
+    }
+
+    /// Queues a one-way message without waiting: [`LinkError::Congested`] when the
+    /// outbox is full. For a sender that must not stall on one slow peer (the hop task
+    /// serving every link) and whose protocol treats a dropped message as lost.
+    pub fn try_send(&self, body: T) -> Result<(), LinkError> {
+        match self.shared.out.try_push(&Frame::Message(body)) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(LinkError::Congested(self.shared.out.lock().buf.len())),
+            Err(LinkError::Closed(_)) => Err(LinkError::Closed(self.shared.closed_reason())),
+            Err(other) => Err(other),
+        }
     }
 
     /// Sends a large payload on its own stream; returns once it is handed to QUIC.
@@ -384,7 +523,18 @@ impl<T> Link<T> {
 
     /// Requests awaiting an answer.
     pub fn in_flight(&self) -> usize {
-        self.shared.config.requests_in_flight_max.max(1) - self.shared.slots.available_permits()
+        self.shared.in_flight()
+    }
+
+    /// Requests whose answer this side still waits for. A request given up (its
+    /// deadline passed, its future dropped) is no longer among them.
+    pub fn answers_awaited(&self) -> usize {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map
+            .len()
     }
 
     /// The round-trip time QUIC estimates.
@@ -417,30 +567,27 @@ impl<T> Link<T> {
     }
 }
 
-async fn write_loop<T>(
-    shared: Arc<Shared<T>>,
-    mut send: quinn::SendStream,
-    mut out: mpsc::Receiver<Vec<u8>>,
-) {
-    let batch_max = shared.config.write_batch_bytes_max.max(1);
-    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
-    let mut closed = shared.closed.subscribe();
+async fn write_loop<T>(shared: Arc<Shared<T>>, mut send: quinn::SendStream) {
+    let mut batch: Vec<u8> = Vec::with_capacity(64 << 10);
     loop {
-        let first = tokio::select! {
-            frame = out.recv() => frame,
-            _ = closed.wait_for(Option::is_some) => None,
-        };
-        let Some(first) = first else {
-            return;
-        };
-        buf.extend_from_slice(&first);
-        while buf.len() < batch_max {
-            match out.try_recv() {
-                Ok(frame) => buf.extend_from_slice(&frame),
-                Err(_) => break,
+        if !shared.out.take(&mut batch) {
+            if shared.out.lock().closed.is_some() {
+                return;
             }
+            shared.out.filled.notified().await;
+            // When more frames are on their way (more than one request of ours awaits its
+            // answer, or more than one of the peer's awaits ours), let the tasks that are
+            // ready run first: woken together by one read's answers, they queue their
+            // frames before this batch is taken, and a burst goes out as one write and a
+            // few packets rather than a packet per frame (`bench tunnel` at 64 in flight:
+            // 0.54x -> 0.76x of a bare echo). A lone frame goes at once: the yield passes
+            // through the I/O driver, which one request at a time would pay in latency.
+            if shared.in_flight() > 1 || shared.out.answers_owed.load(Ordering::Relaxed) > 1 {
+                tokio::task::yield_now().await;
+            }
+            continue;
         }
-        if let Err(err) = send.write_all(&buf).await {
+        if let Err(err) = send.write_all(&batch).await {
             let reason = match &err {
                 quinn::WriteError::ConnectionLost(e) => lost(&shared, e),
                 other => format!("link stream write failed: {other}"),
@@ -448,9 +595,10 @@ async fn write_loop<T>(
             shared.close(close_code::PROTOCOL, &reason);
             return;
         }
-        buf.clear();
-        if buf.capacity() > batch_max * 2 {
-            buf.shrink_to(64 << 10);
+        batch.clear();
+        // A burst can grow the buffer to the bound; do not keep that much per link.
+        if batch.capacity() > 256 << 10 {
+            batch = Vec::with_capacity(64 << 10);
         }
     }
 }
@@ -488,10 +636,10 @@ async fn route<T>(
             }
         }
         Frame::Request { id, body } => {
+            shared.out.answers_owed.fetch_add(1, Ordering::Relaxed);
             let responder = Responder {
                 id,
-                out: shared.out.clone(),
-                frame_len_max: shared.config.frame_len_max,
+                out: Arc::clone(&shared.out),
                 answered: false,
                 _body: std::marker::PhantomData,
             };
@@ -503,10 +651,7 @@ async fn route<T>(
             let _ = inbound.send(Inbound::Message(body)).await;
         }
         Frame::Ping(nonce) => {
-            if let Ok(bytes) = codec::encode(&Frame::<()>::Pong(nonce), shared.config.frame_len_max)
-            {
-                let _ = shared.out.send(bytes).await;
-            }
+            let _ = shared.out.push(Frame::<()>::Pong(nonce)).await;
         }
         Frame::Pong(_) => {}
         Frame::Hello(_) => {
@@ -594,10 +739,8 @@ async fn keep_loop<T>(shared: Arc<Shared<T>>) {
             return;
         }
         nonce += 1;
-        if let Ok(bytes) = codec::encode(&Frame::<()>::Ping(nonce), shared.config.frame_len_max) {
-            // Never wait on a full queue here: a full queue means traffic flows anyway.
-            let _ = shared.out.try_send(bytes);
-        }
+        // Never wait on a full outbox here: a full outbox means traffic flows anyway.
+        let _ = shared.out.try_push(&Frame::<()>::Ping(nonce));
     }
 }
 

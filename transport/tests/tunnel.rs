@@ -8,8 +8,8 @@ use palm_transport::link::Inbound;
 use palm_transport::pki::TreeCa;
 use palm_transport::tls;
 use palm_transport::{
-    Authority, Dialer, EnrollError, Hello, Identity, Link, LinkConfig, Listener, Role, TrustBook,
-    enroll,
+    Authority, Dialer, EnrollError, Hello, Identity, Link, LinkConfig, LinkError, Listener, Role,
+    TrustBook, enroll,
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -425,6 +425,109 @@ async fn requests_in_flight_are_bounded() {
         assert!(request.await.expect("task").is_ok());
     }
     assert_eq!(link.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn a_request_given_up_is_forgotten_and_its_late_answer_ignored() {
+    let mut root = Root::start(fast());
+    let identity = enrolled(&root, "edge-1").await;
+    let link = link_to(&root, &identity, "edge-1").await.expect("link");
+    let LinkEvent::LinkUp { mut inbound, .. } = root.next_link_event().await else {
+        panic!("up");
+    };
+    // The first request is answered late, every later one at once.
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Some(item) = inbound.recv().await {
+            if let Inbound::Request { body, responder } = item {
+                if first {
+                    first = false;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                let _ = responder.respond(body).await;
+            }
+        }
+    });
+    let err = link
+        .request_within(vec![1], Duration::from_millis(100))
+        .await
+        .expect_err("no answer in time");
+    assert!(matches!(err, LinkError::Timeout(100)), "{err}");
+    assert_eq!(link.in_flight(), 0, "the slot is free again");
+    assert_eq!(
+        link.answers_awaited(),
+        0,
+        "nothing waits for the late answer"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answer = link
+        .request_within(vec![2], Duration::from_secs(5))
+        .await
+        .expect("the link still answers");
+    assert_eq!(answer, vec![2]);
+    assert_eq!(link.answers_awaited(), 0);
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_holds_senders_back_and_loses_nothing() {
+    // The root's application does not take what arrives: its inbound queue fills, its
+    // reader stops, QUIC's flow control stops this side, its outbox fills, and a send
+    // waits. Nothing is dropped: once the root reads, every message arrives, in order.
+    let config = LinkConfig {
+        inbound_queue_max: 2,
+        outbound_bytes_max: 64 << 10,
+        idle_timeout_ms: 30_000,
+        ..fast()
+    };
+    let mut root = Root::start(config.clone());
+    let identity = enrolled(&root, "edge-1").await;
+    let client = tls::client_config(&identity, &config).expect("client");
+    let me = hello("edge-1", Role::Edge, identity.node_id());
+    let (_endpoint, link, _inbound) = dial::<Msg>(&root.parent(), client, &me, &config)
+        .await
+        .expect("link");
+    let LinkEvent::LinkUp { mut inbound, .. } = root.next_link_event().await else {
+        panic!("up");
+    };
+    const MESSAGE_BYTES: usize = 256 << 10;
+    let mut sent = 0u64;
+    loop {
+        let mut body = vec![0u8; MESSAGE_BYTES];
+        body[..8].copy_from_slice(&sent.to_be_bytes());
+        match tokio::time::timeout(Duration::from_millis(500), link.send(body)).await {
+            Ok(result) => {
+                result.expect("send");
+                sent += 1;
+            }
+            // Held back: the message that timed out was never queued.
+            Err(_) => break,
+        }
+        // QUIC's stream window (8 MiB), the reader's chunk, two queued messages and the
+        // outbox bound what may be in the air: 64 messages (16 MiB) would be unbounded.
+        assert!(sent < 64, "sends were never held back ({sent} x 256 KiB)");
+    }
+    assert!(sent >= 4, "held back too early: {sent}");
+    let mut received = 0u64;
+    while received < sent {
+        let item = tokio::time::timeout(Duration::from_secs(10), inbound.recv())
+            .await
+            .expect("in time")
+            .expect("open");
+        let Inbound::Message(body) = item else {
+            continue;
+        };
+        assert_eq!(body.len(), MESSAGE_BYTES);
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&body[..8]);
+        assert_eq!(u64::from_be_bytes(n), received, "in order, none lost");
+        received += 1;
+    }
+    link.send(vec![1]).await.expect("sends flow again");
+    let item = tokio::time::timeout(Duration::from_secs(10), inbound.recv())
+        .await
+        .expect("in time")
+        .expect("open");
+    assert!(matches!(item, Inbound::Message(body) if body == vec![1]));
 }
 
 #[tokio::test]
