@@ -11,7 +11,8 @@
 //! their requesters, requests and messages to the bounded inbound queue — when the
 //! application does not keep up the reader stops reading and QUIC flow control stops the
 //! peer); the **keeper** pings every `keepalive_ms` and closes the link when nothing
-//! arrived for `idle_timeout_ms`; the **transfer acceptor** reads transfer streams.
+//! arrived for `idle_timeout_ms` — time this side spent not reading, waiting for its own
+//! application, does not count; the **transfer acceptor** reads transfer streams.
 //!
 //! The **outbox** is one buffer of encoded frames that senders (requesters, responders,
 //! the keeper) encode into directly, under a short lock: no allocation and no channel
@@ -294,6 +295,8 @@ struct Shared<T> {
     config: LinkConfig,
     started: Instant,
     last_rx_ms: AtomicU64,
+    /// Readers (the link stream's, the transfers') waiting for room in the inbound queue.
+    holding: AtomicUsize,
 }
 
 /// A handle on a link; clone it freely. See the module docs.
@@ -418,6 +421,7 @@ where
             config,
             started: Instant::now(),
             last_rx_ms: AtomicU64::new(0),
+            holding: AtomicUsize::new(0),
         });
         tokio::spawn(write_loop(Arc::clone(&shared), send));
         tokio::spawn(read_loop(Arc::clone(&shared), recv, decoder, in_tx.clone()));
@@ -603,6 +607,31 @@ async fn write_loop<T>(shared: Arc<Shared<T>>, mut send: quinn::SendStream) {
     }
 }
 
+/// Hands `item` to the application. While it waits for room (back-pressure: the
+/// application is behind), this side is not reading the peer, so the time is not the
+/// peer's silence: the keeper skips its check meanwhile, and silence counts again from
+/// the moment the item is taken. Without this, an application busy for longer than
+/// `idle_timeout_ms` had its live peers closed as silent. `Err` when nobody reads.
+async fn deliver<T>(
+    shared: &Shared<T>,
+    inbound: &mpsc::Sender<Inbound<T>>,
+    item: Inbound<T>,
+) -> Result<(), ()> {
+    match inbound.try_send(item) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+        Err(mpsc::error::TrySendError::Full(item)) => {
+            shared.holding.fetch_add(1, Ordering::Relaxed);
+            let sent = inbound.send(item).await;
+            shared
+                .last_rx_ms
+                .store(shared.elapsed_ms(), Ordering::Relaxed);
+            shared.holding.fetch_sub(1, Ordering::Relaxed);
+            sent.map_err(|_| ())
+        }
+    }
+}
+
 /// Routes one decoded frame. `Err` closes the link with the reason.
 async fn route<T>(
     shared: &Arc<Shared<T>>,
@@ -645,13 +674,15 @@ async fn route<T>(
             };
             // A closed inbound queue (nobody handles requests) drops the responder,
             // which answers `Failed`.
-            let _ = inbound.send(Inbound::Request { body, responder }).await;
+            let _ = deliver(shared, inbound, Inbound::Request { body, responder }).await;
         }
         Frame::Message(body) => {
-            let _ = inbound.send(Inbound::Message(body)).await;
+            let _ = deliver(shared, inbound, Inbound::Message(body)).await;
         }
         Frame::Ping(nonce) => {
-            let _ = shared.out.push(Frame::<()>::Pong(nonce)).await;
+            // Never wait here: a full outbox means the peer is not reading us, and a
+            // reader stuck behind it would stop reading the peer too.
+            let _ = shared.out.try_push(&Frame::<()>::Pong(nonce));
         }
         Frame::Pong(_) => {}
         Frame::Hello(_) => {
@@ -729,7 +760,10 @@ async fn keep_loop<T>(shared: Arc<Shared<T>>) {
         let silent_ms = shared
             .elapsed_ms()
             .saturating_sub(shared.last_rx_ms.load(Ordering::Relaxed));
-        if silent_ms > idle_ms {
+        // While a reader waits for the application, the peer is not silent: this side
+        // is not reading it (QUIC's own idle timeout still notices a dead one).
+        let held = shared.holding.load(Ordering::Relaxed) > 0;
+        if silent_ms > idle_ms && !held {
             let reason = format!("peer silent for {silent_ms} ms (idle timeout {idle_ms} ms)");
             warn!(
                 peer = shared.peer.name,
@@ -761,7 +795,10 @@ async fn transfer_loop<T>(shared: Arc<Shared<T>>, inbound: mpsc::Sender<Inbound<
                     .last_rx_ms
                     .store(shared.elapsed_ms(), Ordering::Relaxed);
                 let transfer = Transfer { bytes, _slot: slot };
-                if inbound.send(Inbound::Transfer(transfer)).await.is_err() {
+                if deliver(&shared, &inbound, Inbound::Transfer(transfer))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -473,10 +473,11 @@ async fn a_peer_that_stops_reading_holds_senders_back_and_loses_nothing() {
     // The root's application does not take what arrives: its inbound queue fills, its
     // reader stops, QUIC's flow control stops this side, its outbox fills, and a send
     // waits. Nothing is dropped: once the root reads, every message arrives, in order.
+    // The root's application stays behind for longer than the idle timeout: a link whose
+    // reader waits for its own application has not heard a silent peer, and stays up.
     let config = LinkConfig {
         inbound_queue_max: 2,
         outbound_bytes_max: 64 << 10,
-        idle_timeout_ms: 30_000,
         ..fast()
     };
     let mut root = Root::start(config.clone());
@@ -507,6 +508,12 @@ async fn a_peer_that_stops_reading_holds_senders_back_and_loses_nothing() {
         assert!(sent < 64, "sends were never held back ({sent} x 256 KiB)");
     }
     assert!(sent >= 4, "held back too early: {sent}");
+    tokio::time::sleep(Duration::from_millis(config.idle_timeout_ms + 1_000)).await;
+    assert_eq!(
+        link.closed_reason(),
+        None,
+        "the link stayed up while held back"
+    );
     let mut received = 0u64;
     while received < sent {
         let item = tokio::time::timeout(Duration::from_secs(10), inbound.recv())
