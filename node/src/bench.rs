@@ -91,6 +91,20 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
+/// The median of `values` (the mean of the middle two for an even count); 0 for none.
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
 /// Where the raw baseline commits go.
 pub(crate) enum Baseline<'a> {
     /// Fresh redb files in this scratch directory.

@@ -14,7 +14,7 @@
 //! shared machine hits a baseline as likely as what it is the baseline of: the best
 //! round's throughput counts, and the median round's latency.
 
-use crate::bench::{Baseline, Measured, measure, percentile};
+use crate::bench::{Baseline, Measured, measure, median, percentile};
 use crate::cli::{BenchEffectsArgs, BenchJobsArgs};
 use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
@@ -85,11 +85,6 @@ fn best(mut rounds: Vec<Measured>) -> Measured {
     best.p50_ms = p50;
     best.p99_ms = p99;
     best
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn line(m: &Measured) -> Value {

@@ -21,6 +21,7 @@
 //! apart, so a ratio of two setups measured one after the other said more about the
 //! neighbours than about the tree.
 
+use crate::bench::{median, percentile};
 use crate::cli::BenchTreeArgs;
 use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
@@ -343,26 +344,6 @@ struct Figures {
 impl Figures {
     fn effects_per_s(&self) -> f64 {
         median(self.rounds_per_s.clone())
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
     }
 }
 

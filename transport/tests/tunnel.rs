@@ -138,6 +138,29 @@ async fn link_to(root: &Root, identity: &Identity, name: &str) -> Result<Link<Ms
     Ok(link)
 }
 
+/// A root with `config` and `edge-1` linked to it under the same config: the root, the
+/// edge's endpoint (keep it), its side of the link, and what reaches the root on it.
+async fn linked(
+    config: &LinkConfig,
+) -> (
+    Root,
+    quinn::Endpoint,
+    Link<Msg>,
+    mpsc::Receiver<Inbound<Msg>>,
+) {
+    let mut root = Root::start(config.clone());
+    let identity = enrolled(&root, "edge-1").await;
+    let client = tls::client_config(&identity, config).expect("client");
+    let me = hello("edge-1", Role::Edge, identity.node_id());
+    let (endpoint, link, _) = dial::<Msg>(&root.parent(), client, &me, config)
+        .await
+        .expect("link");
+    let LinkEvent::LinkUp { inbound, .. } = root.next_link_event().await else {
+        panic!("up");
+    };
+    (root, endpoint, link, inbound)
+}
+
 /// Echoes every request on every child link the root accepts.
 fn echo(mut events: mpsc::Receiver<LinkEvent<Msg>>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -380,16 +403,7 @@ async fn requests_in_flight_are_bounded() {
         requests_in_flight_max: 4,
         ..fast()
     };
-    let mut root = Root::start(config.clone());
-    let identity = enrolled(&root, "edge-1").await;
-    let client = tls::client_config(&identity, &config).expect("client");
-    let me = hello("edge-1", Role::Edge, identity.node_id());
-    let (_endpoint, link, _inbound) = dial::<Msg>(&root.parent(), client, &me, &config)
-        .await
-        .expect("link");
-    let LinkEvent::LinkUp { mut inbound, .. } = root.next_link_event().await else {
-        panic!("up");
-    };
+    let (_root, _endpoint, link, mut inbound) = linked(&config).await;
     let mut requests = Vec::new();
     for i in 0..10u8 {
         let link = link.clone();
@@ -480,16 +494,7 @@ async fn a_peer_that_stops_reading_holds_senders_back_and_loses_nothing() {
         outbound_bytes_max: 64 << 10,
         ..fast()
     };
-    let mut root = Root::start(config.clone());
-    let identity = enrolled(&root, "edge-1").await;
-    let client = tls::client_config(&identity, &config).expect("client");
-    let me = hello("edge-1", Role::Edge, identity.node_id());
-    let (_endpoint, link, _inbound) = dial::<Msg>(&root.parent(), client, &me, &config)
-        .await
-        .expect("link");
-    let LinkEvent::LinkUp { mut inbound, .. } = root.next_link_event().await else {
-        panic!("up");
-    };
+    let (_root, _endpoint, link, mut inbound) = linked(&config).await;
     const MESSAGE_BYTES: usize = 256 << 10;
     let mut sent = 0u64;
     loop {
