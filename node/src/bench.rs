@@ -36,6 +36,14 @@ pub(crate) struct Measured {
     pub(crate) p99_ms: f64,
     pub(crate) shapes: Vec<(usize, usize)>,
     baseline_s: f64,
+    /// CPU (user + system) of this process and of the children it waited for, per job of
+    /// the throughput run, in milliseconds.
+    pub(crate) cpu_ms_per_job: f64,
+}
+
+/// CPU time of this process and the children it waited for, in ms (see `sys`).
+pub(crate) fn cpu_with_children_ms() -> f64 {
+    crate::sys::cpu_with_children_ms()
 }
 
 async fn submit_and_wait(node: &Node, source: &str) -> Result<Duration, CliError> {
@@ -171,6 +179,7 @@ pub(crate) async fn measure(
     let stats = &node.genome().stats;
     *stats.shapes.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
     let per_worker = args.jobs.div_ceil(args.in_flight.max(1));
+    let cpu_before = cpu_with_children_ms();
     let started = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..args.in_flight.max(1) {
@@ -189,6 +198,7 @@ pub(crate) async fn measure(
     }
     let seconds = started.elapsed().as_secs_f64();
     let total = per_worker * args.in_flight.max(1);
+    let cpu_ms_per_job = (cpu_with_children_ms() - cpu_before) / total.max(1) as f64;
     let shapes = stats
         .shapes
         .lock()
@@ -208,6 +218,7 @@ pub(crate) async fn measure(
         p99_ms: percentile(&latencies, 0.99),
         shapes,
         baseline_s,
+        cpu_ms_per_job,
     })
 }
 

@@ -86,6 +86,22 @@ pub fn cpu_ms() -> Option<u64> {
     cpu_ms_of("self")
 }
 
+/// CPU time (user + system) used so far by this process and by the children it has
+/// waited for (a `run` step's `sh`, a bare spawn), in milliseconds — with microsecond
+/// resolution, where /proc's clock ticks are 10 ms.
+pub fn cpu_with_children_ms() -> f64 {
+    let used = |who| {
+        // SAFETY: getrusage fills the zeroed struct it is given; it has no other effect.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut usage) } != 0 {
+            return 0.0;
+        }
+        let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+        ms(usage.ru_utime) + ms(usage.ru_stime)
+    };
+    used(libc::RUSAGE_SELF) + used(libc::RUSAGE_CHILDREN)
+}
+
 /// CPU time (user + system) of process `pid` (`self` for this one), in milliseconds.
 pub fn cpu_ms_of(pid: &str) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -119,6 +135,37 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     let rest = stat.rsplit_once(')')?.1;
     // Field 3 (state) is the first after the name; start time is field 22.
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The boot clock (CLOCK_BOOTTIME: time since boot, counting suspend) in clock ticks, as
+/// /proc/PID/stat gives a process's start time; `None` where the clock cannot be read.
+pub fn boot_ticks_now() -> Option<u64> {
+    // SAFETY: clock_gettime fills the zeroed struct it is given; it has no other effect.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
+        return None;
+    }
+    // SAFETY: sysconf reads a constant of the running system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let per_second = if per_second > 0 {
+        per_second as u64
+    } else {
+        100
+    };
+    let ns = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
+    // The kernel's own conversion of a start time: whole ticks, rounded down.
+    Some(ns / (1_000_000_000 / per_second))
+}
+
+/// The start time (see [`start_ticks`]) of a process started between two readings of
+/// [`boot_ticks_now`]: when both fall in one tick, that tick — the kernel stamps a new
+/// process with the same clock — without opening /proc (which costs about as much as a
+/// third of the spawn itself); else read from /proc.
+pub fn start_ticks_between(pid: u32, before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    match (before, after) {
+        (Some(before), Some(after)) if before == after => Some(before),
+        _ => start_ticks(pid),
+    }
 }
 
 /// This boot of the machine (Linux: /proc/sys/kernel/random/boot_id), or `""` where the

@@ -88,6 +88,73 @@ pub fn command(program: &Program<'_>) -> tokio::process::Command {
     process
 }
 
+/// A gated process just spawned: the child, its process group, and its leader's start
+/// time in clock ticks since boot (0 if unknown), which the group's record carries.
+struct Spawned {
+    child: tokio::process::Child,
+    pgid: Option<u32>,
+    start_ticks: u64,
+}
+
+/// Spawns a command made by [`command`], noting when, so the group's record need not
+/// read the leader's start time from /proc (`sys::start_ticks_between`).
+fn spawn(process: &mut tokio::process::Command) -> std::io::Result<Spawned> {
+    let before = crate::sys::boot_ticks_now();
+    let child = process.spawn()?;
+    let after = crate::sys::boot_ticks_now();
+    let pgid = child.id();
+    let start_ticks = pgid
+        .and_then(|pid| crate::sys::start_ticks_between(pid, before, after))
+        .unwrap_or(0);
+    Ok(Spawned {
+        child,
+        pgid,
+        start_ticks,
+    })
+}
+
+/// A gated command past its gate: running, its group recorded.
+pub struct Started {
+    /// The child (`sh`, or the program it became).
+    pub child: tokio::process::Child,
+    /// Its process group (the leader's pid).
+    pub pgid: Option<u32>,
+    /// The group's record, kept while the command runs (see [`Recorded`]).
+    pub recorded: Recorded,
+}
+
+/// Why a gated command did not start.
+pub enum StartError {
+    /// The process could not be spawned.
+    Spawn(std::io::Error),
+    /// Its gate stayed shut (see [`open_gate`]); the process was stopped.
+    NotStarted,
+}
+
+/// Spawns `process` (made by [`command`], with the caller's environment and directory)
+/// and opens its gate ([`open_gate`]); a process whose gate stays shut is stopped
+/// before this returns.
+pub async fn start(
+    genome: &Genome,
+    effect: &ClaimedEffect,
+    process: &mut tokio::process::Command,
+    cancel: Option<&watch::Receiver<bool>>,
+    payload: &[u8],
+) -> Result<Started, StartError> {
+    let mut spawned = spawn(process).map_err(StartError::Spawn)?;
+    match open_gate(genome, effect, &mut spawned, cancel, payload).await {
+        Some(recorded) => Ok(Started {
+            child: spawned.child,
+            pgid: spawned.pgid,
+            recorded,
+        }),
+        None => {
+            stop_group(&mut spawned.child, spawned.pgid).await;
+            Err(StartError::NotStarted)
+        }
+    }
+}
+
 /// How long the kernel may take to answer for a command's group.
 const RECORD_TIMEOUT_MS: u64 = 30_000;
 
@@ -117,23 +184,22 @@ impl Drop for Recorded {
 /// forced write made so far — the request the command runs for among them — is durable.
 /// `None`: the command must not start (the claim is no longer current, the record cannot
 /// be written, the kernel is gone, or the effect was cancelled meanwhile).
-pub async fn open_gate(
+async fn open_gate(
     genome: &Genome,
     effect: &ClaimedEffect,
-    child: &mut tokio::process::Child,
-    pgid: Option<u32>,
+    spawned: &mut Spawned,
     cancel: Option<&watch::Receiver<bool>>,
     payload: &[u8],
 ) -> Option<Recorded> {
     use palm_actors::path::records::RunningGroup;
     use tokio::io::AsyncWriteExt;
-    let pgid = pgid?;
+    let pgid = spawned.pgid?;
     let kernel = genome.kernel()?;
     let group = RunningGroup {
         token: effect.token,
         pgid,
         boot: crate::sys::boot_id().to_owned(),
-        start_ticks: crate::sys::start_ticks(pgid).unwrap_or(0),
+        start_ticks: spawned.start_ticks,
     };
     let live = match LiveGroups::new(&genome.info.data).record(&effect.key, &group) {
         Ok(live) => live,
@@ -179,7 +245,7 @@ pub async fn open_gate(
     if cancel.is_some_and(|c| *c.borrow()) {
         return None;
     }
-    let mut gate = child.stdin.take()?;
+    let mut gate = spawned.child.stdin.take()?;
     gate.write_all(b"go\n").await.ok()?;
     // The payload goes after the gate line; a program that exits without reading it all
     // closes the pipe, which is its business, not a failure to start.
@@ -290,5 +356,25 @@ mod tests {
         let mut tail = Tail::new(100);
         tail.push(b"short");
         assert_eq!(tail.into_text(), "short");
+    }
+
+    #[tokio::test]
+    async fn a_spawned_leader_s_start_time_is_the_one_proc_reports() {
+        // What the group's record carries must name the leader the way the next life
+        // reads it from /proc (`orphans`), whether it came from the boot clock or /proc.
+        for _ in 0..50 {
+            let mut process = command(&Program::Shell("true"));
+            let mut spawned = spawn(&mut process).expect("sh starts");
+            let pid = spawned.pgid.expect("a pid");
+            // The leader waits at its gate, so it is still there to be asked.
+            assert_eq!(Some(spawned.start_ticks), crate::sys::start_ticks(pid));
+            drop(spawned.child.stdin.take());
+            let status = spawned.child.wait().await.expect("sh exits");
+            assert_eq!(
+                status.code(),
+                Some(125),
+                "a gate closed unopened: not started"
+            );
+        }
     }
 }

@@ -10,7 +10,8 @@
 
 use super::Genome;
 use super::gated::{
-    DRAIN_AFTER_EXIT_MS, GroupGuard, Program, abort, collect, open_gate, read_tail, stop_group,
+    DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, abort, collect, read_tail,
+    start, stop_group,
 };
 use super::kernel::KernelMsg;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
@@ -294,9 +295,15 @@ async fn run_command(
     if let Some(cwd) = command.cwd {
         process.current_dir(cwd);
     }
-    let mut child = match process.spawn() {
-        Ok(child) => child,
-        Err(err) => {
+    // The command waits at its gate until its group is recorded durably; a node killed
+    // from here on finds the group at its next boot and stops it.
+    let Started {
+        mut child,
+        pgid,
+        recorded: _recorded,
+    } = match start(genome, effect, &mut process, Some(&cancel), b"").await {
+        Ok(started) => started,
+        Err(StartError::Spawn(err)) => {
             let place = command.cwd.map(|c| format!(" in {c}")).unwrap_or_default();
             return Some(RunResult {
                 error: Some(format!("cannot start `sh -c`{place}: {err}")),
@@ -304,14 +311,7 @@ async fn run_command(
                 ..RunResult::default()
             });
         }
-    };
-    let pgid = child.id();
-    // The command waits at its gate until its group is recorded durably; a node killed
-    // from here on finds the group at its next boot and stops it.
-    let Some(_recorded) = open_gate(genome, effect, &mut child, pgid, Some(&cancel), b"").await
-    else {
-        stop_group(&mut child, pgid).await;
-        return None;
+        Err(StartError::NotStarted) => return None,
     };
     // If this future is dropped mid-command (the node's runtime shutting down, a caller
     // giving up), the whole group goes with it, not only `sh` (`kill_on_drop`): a

@@ -30,7 +30,7 @@
 
 use super::{CallContext, CallFuture, Failure, Provider};
 use crate::genome::gated::{
-    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, read_tail, stop_group,
+    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, read_tail, stop_group,
 };
 use crate::genome::provider::DeclaredAgent;
 use palm_agents::audit;
@@ -467,22 +467,22 @@ impl Agents {
         env.push(("PALM_NODE_NAME".into(), ctx.genome.info.name.clone()));
         let mut process = gated::command(&Program::Argv(&argv));
         process.current_dir(workdir).envs(env);
-        let mut child = process.spawn().map_err(|e| {
-            Failure::new(format!(
-                "agent: cannot start {} in {}: {e}",
-                argv[0],
-                workdir.display()
-            ))
-        })?;
-        let pgid = child.id();
-        let Some(recorded) =
-            open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, &stdin).await
-        else {
-            stop_group(&mut child, pgid).await;
-            return Err(Failure::new(
-                "agent: not started (the effect is no longer this node's)",
-            ));
-        };
+        let Started {
+            mut child,
+            pgid,
+            recorded,
+        } = gated::start(ctx.genome, ctx.effect, &mut process, None, &stdin)
+            .await
+            .map_err(|err| match err {
+                StartError::Spawn(e) => Failure::new(format!(
+                    "agent: cannot start {} in {}: {e}",
+                    argv[0],
+                    workdir.display()
+                )),
+                StartError::NotStarted => {
+                    Failure::new("agent: not started (the effect is no longer this node's)")
+                }
+            })?;
         let guard = GroupGuard(pgid);
         let stderr = child
             .stderr
@@ -805,15 +805,16 @@ async fn run_shell(
         .envs(env)
         .env("PALM_JOB_ID", &ctx.effect.job)
         .env("PALM_EFFECT_KEY", &ctx.effect.key);
-    let mut child = process
-        .spawn()
-        .map_err(|e| format!("cannot start sh: {e}"))?;
-    let pgid = child.id();
-    let Some(recorded) = open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, b"").await
-    else {
-        stop_group(&mut child, pgid).await;
-        return Err("not started (the effect is no longer this node's)".into());
-    };
+    let Started {
+        mut child,
+        pgid,
+        recorded,
+    } = gated::start(ctx.genome, ctx.effect, &mut process, None, b"")
+        .await
+        .map_err(|err| match err {
+            StartError::Spawn(e) => format!("cannot start sh: {e}"),
+            StartError::NotStarted => "not started (the effect is no longer this node's)".into(),
+        })?;
     let guard = GroupGuard(pgid);
     let stderr = child
         .stderr

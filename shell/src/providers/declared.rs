@@ -24,7 +24,7 @@
 use super::http::Http;
 use super::{CallContext, CallFuture, Failure, Provider};
 use crate::genome::gated::{
-    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, read_tail, stop_group,
+    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, read_tail, stop_group,
 };
 use crate::genome::provider::{DeclaredProvider, DeclaredTarget};
 use palm_actors::jsonschema::Schema;
@@ -109,24 +109,24 @@ impl Declared {
             .env("PALM_NODE_NAME", &ctx.genome.info.name)
             .env("PALM_PROVIDER", name)
             .envs(env);
-        let mut child = process.spawn().map_err(|e| {
-            Failure::new(format!(
-                "{name}: cannot start {} in {}: {e}",
-                argv[0],
-                cwd.display()
-            ))
-        })?;
-        let pgid = child.id();
         let mut payload = serde_json::to_vec(args).unwrap_or_default();
         payload.push(b'\n');
-        let Some(recorded) =
-            open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, &payload).await
-        else {
-            stop_group(&mut child, pgid).await;
-            return Err(Failure::new(format!(
-                "{name}: not started (the effect is no longer this node's)"
-            )));
-        };
+        let Started {
+            mut child,
+            pgid,
+            recorded,
+        } = gated::start(ctx.genome, ctx.effect, &mut process, None, &payload)
+            .await
+            .map_err(|err| match err {
+                StartError::Spawn(e) => Failure::new(format!(
+                    "{name}: cannot start {} in {}: {e}",
+                    argv[0],
+                    cwd.display()
+                )),
+                StartError::NotStarted => Failure::new(format!(
+                    "{name}: not started (the effect is no longer this node's)"
+                )),
+            })?;
         // Dropped first if the runner gives up on this call (its own timeout, a cancel, a
         // lost lease): the whole group is killed before the record of it is forgotten.
         let guard = GroupGuard(pgid);

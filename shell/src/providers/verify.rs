@@ -12,7 +12,9 @@
 
 use super::agent::job_workdir;
 use super::{CallContext, CallFuture, Failure, Provider, cut};
-use crate::genome::gated::{self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, open_gate, stop_group};
+use crate::genome::gated::{
+    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, stop_group,
+};
 use palm_agents::git;
 use palm_agents::verify::{self, Parser};
 use serde_json::{Value, json};
@@ -219,25 +221,26 @@ async fn run_check(
         .stderr(writer_too)
         .env("PALM_JOB_ID", &ctx.effect.job)
         .env("PALM_EFFECT_KEY", &ctx.effect.key);
-    let spawned = process.spawn();
-    // The command holds this side's copies of the write end: without dropping them the
-    // reader would never see the end of the output.
-    drop(process);
-    let mut child = spawned.map_err(|e| Failure::new(format!("verify: cannot start sh: {e}")))?;
     let log = std::fs::File::create(log_path)
         .map_err(|e| Failure::new(format!("verify: cannot write {}: {e}", log_path.display())))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let _ = done_tx.send(read_log(reader, log));
     });
-    let pgid = child.id();
-    let Some(recorded) = open_gate(ctx.genome, ctx.effect, &mut child, pgid, None, b"").await
-    else {
-        stop_group(&mut child, pgid).await;
-        return Err(Failure::new(
-            "verify: not started (the effect is no longer this node's)",
-        ));
-    };
+    let started = gated::start(ctx.genome, ctx.effect, &mut process, None, b"").await;
+    // The command holds this side's copies of the write end: without dropping them the
+    // reader would never see the end of the output.
+    drop(process);
+    let Started {
+        mut child,
+        pgid,
+        recorded,
+    } = started.map_err(|err| match err {
+        StartError::Spawn(e) => Failure::new(format!("verify: cannot start sh: {e}")),
+        StartError::NotStarted => {
+            Failure::new("verify: not started (the effect is no longer this node's)")
+        }
+    })?;
     let guard = GroupGuard(pgid);
     let status = match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
         Ok(Ok(status)) => Some(status),
