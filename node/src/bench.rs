@@ -168,7 +168,7 @@ fn baseline(to: &Baseline<'_>, shapes: &[(usize, usize)]) -> Result<f64, CliErro
 /// time, and the raw-store baseline of the same commits.
 pub(crate) async fn measure(
     node: &Arc<Node>,
-    source: &'static str,
+    source: &str,
     args: &BenchJobsArgs,
     raw: &Baseline<'_>,
 ) -> Result<Measured, CliError> {
@@ -182,11 +182,13 @@ pub(crate) async fn measure(
     let cpu_before = cpu_with_children_ms();
     let started = Instant::now();
     let mut workers = Vec::new();
+    let shared: Arc<str> = Arc::from(source);
     for _ in 0..args.in_flight.max(1) {
         let node = Arc::clone(node);
+        let source = Arc::clone(&shared);
         workers.push(tokio::spawn(async move {
             for _ in 0..per_worker {
-                submit_and_wait(&node, source).await?;
+                submit_and_wait(&node, &source).await?;
             }
             Ok::<(), CliError>(())
         }));

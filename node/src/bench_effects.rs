@@ -7,9 +7,13 @@
 //! - `run: "true"` against bare spawns of the same command (`sh -c true`, by the path
 //!   the runner spawns, streams piped, waited for) at the same concurrency: `ratio.run_over_spawn`; one at a time, the
 //!   median overhead of a `run` job over a bare spawn: `run_overhead_p50_ms`.
+//! - an `http` step (a provider that runs on a seat) to a loopback server in this
+//!   process: its latency one at a time, `http_p50_ms` (goal ≤ 1 ms, as `kv`'s), and its
+//!   throughput against `set` (`ratio.http_over_set`) and against bare requests of the
+//!   same shape to the same server (`ratio.http_over_request`, `http_overhead_p50_ms`).
 //!
 //! Each throughput run also reports its CPU per job (`cpu_ms_per_job`; `cpu_ms_per_spawn`
-//! for the spawns): this process's and that of the children it waited for, so a `run`
+//! and `cpu_ms_per_request` for the bare baselines): this process's and that of the children it waited for, so a `run`
 //! step's `sh` counts as the bare spawn's does. On 2 cores both sides are CPU-bound, and
 //! `run_over_spawn` is then about the spawn's CPU over the step's.
 //!
@@ -53,27 +57,94 @@ async fn spawn_once() -> Result<Duration, CliError> {
     Ok(started.elapsed())
 }
 
-/// The spawn baseline's figures.
-struct Spawned {
-    /// Spawns per second with `in_flight` at once.
+/// A loopback HTTP/1.1 server for the `http` step: every request on a connection of
+/// its own (as the provider makes them) is answered `200` with a two-byte body, and
+/// the connection closed. Runs until the process ends.
+async fn serve_loopback() -> Result<std::net::SocketAddr, CliError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::with_capacity(512);
+                let mut buffer = [0u8; 1024];
+                // The head only (the requests here carry no body), bounded.
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16_384 {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+                let _ = stream.write_all(answer).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// One bare request to `addr` as the `http` step makes it (a connection of its own,
+/// `Connection: close`, read to the end).
+async fn request_once(addr: std::net::SocketAddr) -> Result<Duration, CliError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let fail = |e: std::io::Error| CliError::failure("bench", format!("loopback request: {e}"));
+    let mut stream = tokio::net::TcpStream::connect(addr).await.map_err(fail)?;
+    let request = format!(
+        "GET / HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: palm\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.map_err(fail)?;
+    let mut answer = Vec::with_capacity(256);
+    stream.read_to_end(&mut answer).await.map_err(fail)?;
+    if !answer.starts_with(b"HTTP/1.1 200") {
+        return Err(CliError::failure(
+            "bench",
+            "the loopback server did not answer 200",
+        ));
+    }
+    Ok(started.elapsed())
+}
+
+/// A bare baseline's figures: the work of a step without the step.
+struct Bare {
+    /// Operations per second with `in_flight` at once.
     per_s: f64,
     /// Median latency one at a time.
     p50_ms: f64,
-    /// CPU (this process's and the children's) per spawn, `in_flight` at once.
+    /// CPU (this process's and the children's) per operation, `in_flight` at once.
     cpu_ms: f64,
 }
 
-/// Measures the spawn baseline.
-async fn spawns(args: &BenchEffectsArgs) -> Result<Spawned, CliError> {
+impl Bare {
+    /// The best round's rate, the median round's latency and CPU.
+    fn of_rounds(rounds: &[Bare]) -> Bare {
+        Bare {
+            per_s: rounds.iter().map(|b| b.per_s).fold(0.0, f64::max),
+            p50_ms: median(rounds.iter().map(|b| b.p50_ms).collect()),
+            cpu_ms: median(rounds.iter().map(|b| b.cpu_ms).collect()),
+        }
+    }
+}
+
+/// Measures a bare baseline: `args.jobs` of `op` with `args.in_flight` at once, then
+/// `args.samples` one at a time.
+async fn bare<F, Fut>(args: &BenchEffectsArgs, op: F) -> Result<Bare, CliError>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<Duration, CliError>> + Send,
+{
     let in_flight = args.in_flight.max(1);
     let per_worker = args.jobs.div_ceil(in_flight);
     let cpu_before = cpu_with_children_ms();
     let started = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..in_flight {
+        let op = op.clone();
         workers.push(tokio::spawn(async move {
             for _ in 0..per_worker {
-                spawn_once().await?;
+                op().await?;
             }
             Ok::<(), CliError>(())
         }));
@@ -88,10 +159,10 @@ async fn spawns(args: &BenchEffectsArgs) -> Result<Spawned, CliError> {
     let cpu_ms = (cpu_with_children_ms() - cpu_before) / total.max(1) as f64;
     let mut latencies = Vec::with_capacity(args.samples);
     for _ in 0..args.samples {
-        latencies.push(spawn_once().await?);
+        latencies.push(op().await?);
     }
     latencies.sort();
-    Ok(Spawned {
+    Ok(Bare {
         per_s,
         p50_ms: percentile(&latencies, 0.5),
         cpu_ms,
@@ -157,31 +228,43 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         store: None,
     };
     let measured = async {
-        let (mut set, mut kv, mut run, mut spawned) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let server = serve_loopback().await?;
+        let http_flow = format!(
+            "name: bench-http\ntree:\n  call: {{ provider: http, args: {{ url: \"http://{server}/\" }} }}\n"
+        );
+        let (mut set, mut kv, mut run, mut http) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut spawned, mut requested) = (Vec::new(), Vec::new());
+        let raw = Baseline::Redb(&scratch);
         for _ in 0..args.rounds.max(1) {
-            set.push(measure(&node, SET_FLOW, &shape, &Baseline::Redb(&scratch)).await?);
-            kv.push(measure(&node, KV_FLOW, &shape, &Baseline::Redb(&scratch)).await?);
-            run.push(measure(&node, RUN_FLOW, &shape, &Baseline::Redb(&scratch)).await?);
-            spawned.push(spawns(&args).await?);
+            set.push(measure(&node, SET_FLOW, &shape, &raw).await?);
+            kv.push(measure(&node, KV_FLOW, &shape, &raw).await?);
+            run.push(measure(&node, RUN_FLOW, &shape, &raw).await?);
+            spawned.push(bare(&args, spawn_once).await?);
+            http.push(measure(&node, &http_flow, &shape, &raw).await?);
+            requested.push(bare(&args, move || request_once(server)).await?);
         }
-        let spawned = Spawned {
-            per_s: spawned.iter().map(|s| s.per_s).fold(0.0, f64::max),
-            p50_ms: median(spawned.iter().map(|s| s.p50_ms).collect()),
-            cpu_ms: median(spawned.iter().map(|s| s.cpu_ms).collect()),
-        };
-        Ok::<_, CliError>((best(set), best(kv), best(run), spawned))
+        Ok::<_, CliError>((
+            best(set),
+            best(kv),
+            best(run),
+            Bare::of_rounds(&spawned),
+            best(http),
+            Bare::of_rounds(&requested),
+        ))
     }
     .await;
     if let Ok(node) = Arc::try_unwrap(node) {
         node.shutdown(Duration::ZERO).await;
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    let (set, kv, run, spawned) = measured?;
+    let (set, kv, run, spawned, http, requested) = measured?;
     let (spawn_per_s, spawn_p50_ms) = (spawned.per_s, spawned.p50_ms);
     let kv_over_set = kv.jobs_per_s / set.jobs_per_s.max(1e-9);
     let run_over_spawn = run.jobs_per_s / spawn_per_s.max(1e-9);
     let run_overhead_p50_ms = run.p50_ms - spawn_p50_ms;
+    let http_over_set = http.jobs_per_s / set.jobs_per_s.max(1e-9);
+    let http_over_request = http.jobs_per_s / requested.per_s.max(1e-9);
+    let http_overhead_p50_ms = http.p50_ms - requested.p50_ms;
     let result = json!({
         "machine": { "cpus": crate::sys::cpus() },
         "in_flight": args.in_flight,
@@ -192,11 +275,18 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         "spawn": {"what": "sh -c true, streams piped, waited for; same concurrency",
                   "per_s": spawn_per_s, "latency_ms": {"p50": spawn_p50_ms},
                   "cpu_ms_per_spawn": spawned.cpu_ms},
-        "ratio": {"kv_over_set": kv_over_set, "run_over_spawn": run_over_spawn},
+        "http": line(&http),
+        "request": {"what": "one GET to the same loopback server on a connection of its own, read to the end; same concurrency",
+                    "per_s": requested.per_s, "latency_ms": {"p50": requested.p50_ms},
+                    "cpu_ms_per_request": requested.cpu_ms},
+        "ratio": {"kv_over_set": kv_over_set, "run_over_spawn": run_over_spawn,
+                  "http_over_set": http_over_set, "http_over_request": http_over_request},
         "kv_p50_ms": kv.p50_ms,
+        "http_p50_ms": http.p50_ms,
         "run_overhead_p50_ms": run_overhead_p50_ms,
+        "http_overhead_p50_ms": http_overhead_p50_ms,
         "goals": {"kv_over_set": 0.8, "run_over_spawn": 0.8, "kv_p50_ms": 1.0,
-                  "run_overhead_p50_ms": 0.5},
+                  "run_overhead_p50_ms": 0.5, "http_p50_ms": 1.0, "http_over_set": 0.8},
     });
     if ctx.out.json {
         ctx.out.json(&result);
@@ -217,6 +307,18 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         println!(
             "sh   {:>8.0} spawns/s ({n} at once)   p50 {:.2} ms   run overhead p50 {:.2} ms (goal ≤ 0.5 ms)   CPU {:.2} ms/spawn",
             spawn_per_s, spawn_p50_ms, run_overhead_p50_ms, spawned.cpu_ms
+        );
+        println!(
+            "http {:>8.0} jobs/s ({n} in flight)   p50 {:.2} ms (goal ≤ 1 ms)   http/set {:.2}x (goal ≥ 0.8x)   CPU {:.3} ms/job",
+            http.jobs_per_s, http.p50_ms, http_over_set, http.cpu_ms_per_job
+        );
+        println!(
+            "GET  {:>8.0} requests/s ({n} at once)   p50 {:.2} ms   http/GET {:.2}x, http overhead p50 {:.2} ms   CPU {:.3} ms/request",
+            requested.per_s,
+            requested.p50_ms,
+            http_over_request,
+            http_overhead_p50_ms,
+            requested.cpu_ms
         );
     }
     Ok(Code::Ok)

@@ -788,7 +788,8 @@ pub enum BenchCommand {
     /// Durable job throughput and latency versus raw store commits.
     Jobs(BenchJobsArgs),
     /// Effect steps versus their baselines in the same run: a `kv` step versus a `set`
-    /// step, a `run` step versus bare spawns of the same command.
+    /// step, a `run` step versus bare spawns of the same command, an `http` step to a
+    /// loopback server versus bare requests to it.
     Effects(BenchEffectsArgs),
     /// A `palm up` over a store of many parked and running jobs versus one over an empty
     /// store: time until ready (socket answers, seats claim), memory per parked job.
