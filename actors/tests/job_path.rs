@@ -47,6 +47,44 @@ fn hello_runs_its_command_and_checks_the_result() {
 }
 
 #[test]
+fn an_effect_s_request_is_numbered_by_the_batch_that_holds_it() {
+    // What a host waits for before a seat may act on a claim: the batch that requested
+    // the effect, not every write made since.
+    let mut host = Host::new();
+    let requested_in = host.path.generation();
+    host.submit_source(&example("hello"), json!({}));
+    assert!(
+        host.path.generation() > requested_in,
+        "the submit's batch was taken"
+    );
+    let effect = host.claim().expect("one run effect");
+    assert_eq!(
+        host.path.request_generation(&effect.key),
+        Some(requested_in)
+    );
+    // Work of another job after it does not move its number.
+    let later = host.submit_source(&example("hello"), json!({}));
+    assert_eq!(
+        host.path.request_generation(&effect.key),
+        Some(requested_in)
+    );
+    assert_eq!(
+        host.complete_run(&effect, 0, "hello world\n"),
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        host.path.request_generation(&effect.key),
+        None,
+        "a completed effect is forgotten"
+    );
+    // A request the next life finds in the store has no number: it is durable.
+    let mut host = host.restart();
+    let found = host.claim().expect("the other job's effect");
+    assert_eq!(found.job, later.job);
+    assert_eq!(host.path.request_generation(&found.key), None);
+}
+
+#[test]
 fn hello_with_input_and_a_failing_check() {
     let mut host = Host::new();
     let submitted = host.submit_source(&example("hello"), json!({"who": "palm"}));

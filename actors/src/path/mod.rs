@@ -480,6 +480,12 @@ pub struct JobPath {
     /// How many of `batch`'s writes need no commit of their own (see
     /// [`JobPath::unforced`]): a batch holding only those waits for the next one that does.
     unforced: usize,
+    /// The pending batch's number: [`JobPath::take_batch`] counts them (see
+    /// [`JobPath::request_generation`]).
+    generation: u64,
+    /// Effect to run (`run`, `call`) → the generation of the batch that requested it,
+    /// while it is in memory; none for effects this path found in the store at open.
+    requested_in: HashMap<String, u64>,
     notices: Vec<Notice>,
     #[cfg(feature = "mutations")]
     mutation: Option<Mutation>,
@@ -620,6 +626,8 @@ impl JobPath {
             spawned: HashMap::new(),
             batch,
             unforced: 0,
+            generation: 0,
+            requested_in: HashMap::new(),
             notices: Vec::new(),
             #[cfg(feature = "mutations")]
             mutation: None,
@@ -869,6 +877,7 @@ impl JobPath {
         // order, one at a time): its start keys are readable from the store.
         self.starts_taken = std::mem::take(&mut self.starts);
         self.unforced = 0;
+        self.generation += 1;
         self.fresh_ready = 0;
         // Likewise the jobs it wrote: those still parked, and untouched since, can be
         // read back from the store, so they leave memory.
@@ -893,6 +902,21 @@ impl JobPath {
             && core.engine().outstanding().is_empty()
             && !self.resumes.iter().any(|r| r == id)
             && self.sleeps_with(core.flow(), core.revision())
+    }
+
+    /// The number of the pending batch: the batches taken so far by
+    /// [`JobPath::take_batch`].
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The [`JobPath::generation`] of the batch that requested effect `key` (a `run` or a
+    /// `call`), or `None` when its request was already in the store when this path
+    /// opened — durable. A host that commits its batches in order can tell from it when
+    /// the request alone is durable: what a seat may wait for before acting on a claim,
+    /// rather than every write made so far.
+    pub fn request_generation(&self, key: &str) -> Option<u64> {
+        self.requested_in.get(key).copied()
     }
 
     /// True when there are writes that need a commit (writes made under
@@ -1541,6 +1565,7 @@ impl JobPath {
                             self.ready.push_back(key.clone());
                             self.fresh_ready += 1;
                             self.notices.push(Notice::EffectReady);
+                            self.requested_in.insert(key.clone(), self.generation);
                         }
                     }
                     self.effects.insert(key.clone(), record);
@@ -1631,6 +1656,7 @@ impl JobPath {
         let Some(record) = self.effects.remove(key) else {
             return;
         };
+        self.requested_in.remove(key);
         self.batch.delete(Table::Effects, key.as_bytes().to_vec());
         match &record.request {
             EffectRequest::Timer { deadline } => {

@@ -180,8 +180,9 @@ impl Drop for Recorded {
 /// Records the gated command's process group where this node's next life will find it
 /// ([`LiveGroups`]: a file under the data directory, which a killed process cannot take
 /// back) and with the local kernel (whoever is the effect's home: a placed effect's group
-/// is this node's to stop after a crash), and opens the gate once the kernel says every
-/// forced write made so far — the request the command runs for among them — is durable.
+/// is this node's to stop after a crash), and opens the gate once the kernel says the
+/// batch that requested the effect is durable (at once for an effect placed here: its
+/// home made its claim for this node durable before this node heard of it).
 /// `None`: the command must not start (the claim is no longer current, the record cannot
 /// be written, the kernel is gone, or the effect was cancelled meanwhile).
 async fn open_gate(

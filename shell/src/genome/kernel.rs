@@ -161,13 +161,17 @@ pub struct KernelState {
     watchers: HashMap<String, Vec<RpcReplyPort<Response>>>,
     /// The commit in flight, if any (awaited on stop so nothing sealed is lost).
     committing: Option<tokio::task::JoinHandle<()>>,
-    /// Replies that wait only for the commit in flight (see `KernelState::after_forced`).
+    /// The job path's generation of the batch in flight (see `after_request`).
+    committing_generation: Option<u64>,
+    /// Replies that wait only for the commit in flight (see `KernelState::after_request`).
     after_commit: Vec<Deferred>,
 }
 
 /// A sealed batch and everything that may happen only once it is durable.
 struct Sealed {
     batch: WriteBatch,
+    /// The job path's generation of `batch`.
+    generation: u64,
     /// Replies the host lets out at once (none, unless a planted bug says so).
     early: Vec<Deferred>,
     /// Replies that go out once `batch` is durable (carried from the [`HomeHost`]).
@@ -232,6 +236,7 @@ impl Actor for Kernel {
             flush_scheduled: false,
             watchers: HashMap::new(),
             committing: None,
+            committing_generation: None,
             after_commit: Vec::new(),
         };
         state.commit_now()?;
@@ -308,9 +313,13 @@ impl Actor for Kernel {
                 // nothing may act for a request a crash could take back.
                 match claimed {
                     Some(effect) if !matches!(effect.request, EffectRequest::Run { .. }) => {
-                        state.after_forced(Box::new(move || {
-                            let _ = reply.send(Some(effect));
-                        }));
+                        let key = effect.key.clone();
+                        state.after_request(
+                            &key,
+                            Box::new(move || {
+                                let _ = reply.send(Some(effect));
+                            }),
+                        );
                     }
                     claimed => {
                         let _ = reply.send(claimed);
@@ -365,9 +374,12 @@ impl Actor for Kernel {
                     .host
                     .started(&mut state.desk.path, &key, group)
                     .map_err(|err| err.to_string());
-                state.after_forced(Box::new(move || {
-                    let _ = reply.send(result);
-                }));
+                state.after_request(
+                    &key,
+                    Box::new(move || {
+                        let _ = reply.send(result);
+                    }),
+                );
             }
             KernelMsg::Exited { key, token } => {
                 state.host.exited(&mut state.desk.path, &key, token);
@@ -465,6 +477,7 @@ impl Actor for Kernel {
             }
             KernelMsg::Committed(result) => {
                 state.committing = None;
+                state.committing_generation = None;
                 let waited = std::mem::take(&mut state.after_commit);
                 if result.is_ok() {
                     for reply in waited {
@@ -510,17 +523,25 @@ impl KernelState {
         self.host.after_durable(Box::new(reply));
     }
 
-    /// Sends `reply` once every *forced* write made so far is durable: at once when none
-    /// is pending or committing, after the commit in flight when only that one holds
-    /// some, else after the next commit. Unforced writes (a seat's claim, a group
-    /// record) are not waited for: nothing outside relies on them.
-    fn after_forced(&mut self, reply: Deferred) {
-        if self.desk.path.has_writes() {
-            self.host.after_durable(reply);
-        } else if self.committing.is_some() {
-            self.after_commit.push(reply);
-        } else {
-            reply();
+    /// Sends `reply` once the request of effect `key` is durable: after the next commit
+    /// when the pending batch holds it, after the commit in flight when that one does,
+    /// else at once (batches are durable in order, one at a time, so every earlier one
+    /// is). Not after every write made so far: with many jobs in flight some write is
+    /// always pending, and a seat waited a whole commit more for writes its effect does
+    /// not depend on. The batch that requested the effect holds everything its request
+    /// was made from (the job's earlier steps are in it or before it).
+    fn after_request(&mut self, key: &str, reply: Deferred) {
+        match self.desk.path.request_generation(key) {
+            Some(generation) if generation >= self.desk.path.generation() => {
+                self.host.after_durable(reply);
+            }
+            Some(generation) if self.committing_generation == Some(generation) => {
+                self.after_commit.push(reply);
+            }
+            // Requested in a batch already durable, or found in the store at boot; or not
+            // this path's effect at all (placed here by a home elsewhere, whose claim
+            // for this node was durable before this node heard of it).
+            _ => reply(),
         }
     }
 
@@ -555,6 +576,7 @@ impl KernelState {
                 }));
             }
         }
+        let generation = self.desk.path.generation();
         let seal = self.host.seal(&mut self.desk.path);
         let mut ready: usize = 0;
         let mut cancels = Vec::new();
@@ -623,6 +645,7 @@ impl KernelState {
         let replies = self.host.carry(seal.seq);
         Sealed {
             batch: seal.batch,
+            generation,
             early: seal.early,
             replies,
             ready,
@@ -713,6 +736,7 @@ impl KernelState {
         }
         let genome = Arc::clone(&self.genome);
         let myself = myself.clone();
+        self.committing_generation = Some(sealed.generation);
         self.committing = Some(tokio::task::spawn_blocking(move || {
             // A panicking store must not leave the kernel waiting for `Committed` forever.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -795,7 +819,7 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
 /// Wakes one waiting seat per effect the sealed batch made ready, while the batch commits
 /// rather than after: a seat's claim and the spawn of its command overlap the commit. A
 /// command still waits at its gate, and anything else for its claim's answer, until the
-/// request is durable (`KernelState::after_forced`). `notify_one` keeps one permit when
+/// request is durable (`KernelState::after_request`). `notify_one` keeps one permit when
 /// no seat waits; a busy seat asks again when it finishes anyway.
 fn wake_seats(genome: &Genome, ready: usize) {
     for _ in 0..ready.min(genome.seats.total()) {
