@@ -41,11 +41,6 @@ pub(crate) struct Measured {
     pub(crate) cpu_ms_per_job: f64,
 }
 
-/// CPU time of this process and the children it waited for, in ms (see `sys`).
-pub(crate) fn cpu_with_children_ms() -> f64 {
-    crate::sys::cpu_with_children_ms()
-}
-
 async fn submit_and_wait(node: &Node, source: &str) -> Result<Duration, CliError> {
     let started = Instant::now();
     let response = node
@@ -99,19 +94,7 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
-/// The median of `values` (the mean of the middle two for an even count); 0 for none.
-pub(crate) fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
+pub(crate) use palm_transport::bench::median;
 
 /// Where the raw baseline commits go.
 pub(crate) enum Baseline<'a> {
@@ -178,29 +161,15 @@ pub(crate) async fn measure(
     }
     let stats = &node.genome().stats;
     *stats.shapes.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
-    let per_worker = args.jobs.div_ceil(args.in_flight.max(1));
-    let cpu_before = cpu_with_children_ms();
-    let started = Instant::now();
-    let mut workers = Vec::new();
-    let shared: Arc<str> = Arc::from(source);
-    for _ in 0..args.in_flight.max(1) {
+    let work = {
         let node = Arc::clone(node);
-        let source = Arc::clone(&shared);
-        workers.push(tokio::spawn(async move {
-            for _ in 0..per_worker {
-                submit_and_wait(&node, &source).await?;
-            }
-            Ok::<(), CliError>(())
-        }));
-    }
-    for worker in workers {
-        worker
-            .await
-            .map_err(|e| CliError::failure("bench", e.to_string()))??;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let total = per_worker * args.in_flight.max(1);
-    let cpu_ms_per_job = (cpu_with_children_ms() - cpu_before) / total.max(1) as f64;
+        let source: Arc<str> = Arc::from(source);
+        move || {
+            let (node, source) = (Arc::clone(&node), Arc::clone(&source));
+            async move { submit_and_wait(&node, &source).await }
+        }
+    };
+    let ran = in_flight(args.jobs, args.in_flight, work).await?;
     let shapes = stats
         .shapes
         .lock()
@@ -214,13 +183,59 @@ pub(crate) async fn measure(
     latencies.sort();
     let baseline_s = tokio::task::block_in_place(|| baseline(raw, &shapes))?;
     Ok(Measured {
-        jobs_per_s: total as f64 / seconds,
-        seconds,
+        jobs_per_s: ran.per_s,
+        seconds: ran.seconds,
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         shapes,
         baseline_s,
-        cpu_ms_per_job,
+        cpu_ms_per_job: ran.cpu_ms_per_op,
+    })
+}
+
+/// What [`in_flight`] measured.
+pub(crate) struct Ran {
+    /// Operations per second.
+    pub(crate) per_s: f64,
+    /// Wall time of the whole run.
+    pub(crate) seconds: f64,
+    /// CPU (user + system) of this process and of the children it waited for, per
+    /// operation, in milliseconds.
+    pub(crate) cpu_ms_per_op: f64,
+}
+
+/// Runs about `count` of `op`, `at_once` at a time (rounded up to a whole number per
+/// worker), and measures the rate and the CPU they cost.
+pub(crate) async fn in_flight<F, Fut>(count: usize, at_once: usize, op: F) -> Result<Ran, CliError>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<Duration, CliError>> + Send,
+{
+    let at_once = at_once.max(1);
+    let per_worker = count.div_ceil(at_once);
+    let cpu_before = crate::sys::cpu_with_children_ms();
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..at_once {
+        let op = op.clone();
+        workers.push(tokio::spawn(async move {
+            for _ in 0..per_worker {
+                op().await?;
+            }
+            Ok::<(), CliError>(())
+        }));
+    }
+    for worker in workers {
+        worker
+            .await
+            .map_err(|e| CliError::failure("bench", e.to_string()))??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let total = (per_worker * at_once).max(1) as f64;
+    Ok(Ran {
+        per_s: total / seconds,
+        seconds,
+        cpu_ms_per_op: (crate::sys::cpu_with_children_ms() - cpu_before) / total,
     })
 }
 

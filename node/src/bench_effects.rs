@@ -23,7 +23,7 @@
 //! shared machine hits a baseline as likely as what it is the baseline of: the best
 //! round's throughput counts, and the median round's latency.
 
-use crate::bench::{Baseline, Measured, cpu_with_children_ms, measure, median, percentile};
+use crate::bench::{Baseline, Measured, in_flight, measure, median, percentile};
 use crate::cli::{BenchEffectsArgs, BenchJobsArgs};
 use crate::ctx::Ctx;
 use crate::exit::{CliError, CliResult, Code};
@@ -135,37 +135,16 @@ where
     F: Fn() -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<Duration, CliError>> + Send,
 {
-    let in_flight = args.in_flight.max(1);
-    let per_worker = args.jobs.div_ceil(in_flight);
-    let cpu_before = cpu_with_children_ms();
-    let started = Instant::now();
-    let mut workers = Vec::new();
-    for _ in 0..in_flight {
-        let op = op.clone();
-        workers.push(tokio::spawn(async move {
-            for _ in 0..per_worker {
-                op().await?;
-            }
-            Ok::<(), CliError>(())
-        }));
-    }
-    for worker in workers {
-        worker
-            .await
-            .map_err(|e| CliError::failure("bench", e.to_string()))??;
-    }
-    let total = per_worker * in_flight;
-    let per_s = total as f64 / started.elapsed().as_secs_f64();
-    let cpu_ms = (cpu_with_children_ms() - cpu_before) / total.max(1) as f64;
+    let ran = in_flight(args.jobs, args.in_flight, op.clone()).await?;
     let mut latencies = Vec::with_capacity(args.samples);
     for _ in 0..args.samples {
         latencies.push(op().await?);
     }
     latencies.sort();
     Ok(Bare {
-        per_s,
+        per_s: ran.per_s,
         p50_ms: percentile(&latencies, 0.5),
-        cpu_ms,
+        cpu_ms: ran.cpu_ms_per_op,
     })
 }
 

@@ -135,7 +135,9 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (the mean of the middle two for an even count); 0 for none.
+/// Every `palm bench` takes its medians here.
+pub fn median(mut values: Vec<f64>) -> f64 {
     if values.is_empty() {
         return 0.0;
     }

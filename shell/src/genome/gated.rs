@@ -63,8 +63,8 @@ pub enum Program<'a> {
 }
 
 /// A `tokio::process::Command` for `program` under its gate, in its own process group,
-/// with every stream piped. The caller adds environment and working directory, spawns,
-/// and opens the gate with [`open_gate`].
+/// with every stream piped. The caller adds environment and working directory, then
+/// spawns it and opens its gate with [`start`].
 pub fn command(program: &Program<'_>) -> tokio::process::Command {
     let mut process = tokio::process::Command::new(crate::sys::shell());
     match program {
