@@ -4,7 +4,7 @@
 //! The process starts blocked on one line of stdin, in its own process group. Its group
 //! is recorded where the node's next life finds it (`super::live_groups`), and the gate
 //! line is written only once that is done and the request the command runs for is
-//! durable ([`open_gate`]): a node killed before that leaves the gate at end of file and
+//! durable (`open_gate`): a node killed before that leaves the gate at end of file and
 //! the command never starts, and a node killed after it finds the group at its next boot
 //! (`super::orphans`). Stopping is by group: SIGTERM, then SIGKILL after
 //! [`KILL_GRACE_MS`]. Output is kept with a bound ([`Tail`]).
@@ -127,12 +127,12 @@ pub struct Started {
 pub enum StartError {
     /// The process could not be spawned.
     Spawn(std::io::Error),
-    /// Its gate stayed shut (see [`open_gate`]); the process was stopped.
+    /// Its gate stayed shut (see `open_gate`); the process was stopped.
     NotStarted,
 }
 
 /// Spawns `process` (made by [`command`], with the caller's environment and directory)
-/// and opens its gate ([`open_gate`]); a process whose gate stays shut is stopped
+/// and opens its gate (`open_gate`); a process whose gate stays shut is stopped
 /// before this returns.
 pub async fn start(
     genome: &Genome,
