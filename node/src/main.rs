@@ -232,11 +232,12 @@ fn main() -> ExitCode {
     install_session_tools();
     let json = cli.json;
     let out = output::Output::new(json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(sys::cpus().clamp(2, 8))
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // tokio's own knob wins when set, as users of tokio programs expect.
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        builder.worker_threads(sys::cpus().clamp(2, 8));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             report(

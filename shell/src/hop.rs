@@ -386,9 +386,13 @@ impl HopTask {
                 self.core.set_local(local_facts(&genome));
             }
             let now = now_ms();
-            match input {
-                Some(input) => self.handle(now, input),
-                None => self.core.handle_timeout(now),
+            if let Some(input) = input {
+                self.handle(now, input);
+            }
+            // What the input made due fires in the same turn (a completion wakes the
+            // placer at `now`): its kernel asks then go out together with the input's.
+            if self.core.next_timeout().is_some_and(|at| at <= now) {
+                self.core.handle_timeout(now);
             }
             self.drain(&genome);
             self.start_queued(&genome);
@@ -513,9 +517,10 @@ impl HopTask {
                     ready,
                     max,
                 } => {
-                    let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
+                    let inbox = self.inbox.clone();
+                    let claimed = claim_for(genome, &via, ready, max as usize);
                     tokio::spawn(async move {
-                        let effects = claim_for(&genome, &via, ready, max as usize).await;
+                        let effects = claimed.await;
                         if !effects.is_empty() {
                             debug!(via, node, claimed = effects.len(), "claimed for a child");
                         }
@@ -589,8 +594,9 @@ impl HopTask {
                 token,
                 holder,
             } => {
+                let renewed = kernel_renew(&genome, key, token, holder);
                 tokio::spawn(async move {
-                    let result = kernel_renew(&genome, &key, token, holder).await;
+                    let result = renewed.await;
                     let _ = inbox.send(HopIn::Renewed { serve, result }).await;
                 });
             }
@@ -602,9 +608,9 @@ impl HopTask {
                 node,
                 holder,
             } => {
+                let completed = kernel_complete(&genome, key, token, outcome, node, holder);
                 tokio::spawn(async move {
-                    let result =
-                        kernel_complete(&genome, &key, token, outcome, &node, holder).await;
+                    let result = completed.await;
                     let _ = inbox.send(HopIn::Completed { serve, result }).await;
                 });
             }
@@ -733,81 +739,89 @@ impl EffectHost for PlacedHost {
     }
 }
 
-async fn claim_for(
+/// Sends the kernel `ask` now, from the calling task; [`kernel_answer`] waits for the reply
+/// (`None` here: no kernel to ask).
+///
+/// Why not `ActorRef::call` on a spawned task: the message must reach the kernel's
+/// mailbox in the hop task's order and before the kernel seals its next batch. A
+/// completion reported by a child and the claim that refills its seat are sent in the
+/// same turn of the hop task, so both land ahead of the kernel's own `Flush` and share
+/// one commit; sent from two spawned tasks, each would force a commit of its own.
+fn ask_kernel<T>(
+    genome: &Genome,
+    ask: impl FnOnce(ractor::RpcReplyPort<T>) -> KernelMsg,
+) -> Option<tokio::sync::oneshot::Receiver<T>> {
+    let kernel = genome.kernel()?;
+    let (reply, answer) = ractor::concurrency::oneshot();
+    kernel.cast(ask(reply.into())).ok()?;
+    Some(answer)
+}
+
+/// The kernel's reply to an [`ask_kernel`], if it comes within [`KERNEL_CALL`].
+async fn kernel_answer<T>(asked: Option<tokio::sync::oneshot::Receiver<T>>) -> Option<T> {
+    tokio::time::timeout(KERNEL_CALL, asked?).await.ok()?.ok()
+}
+
+fn claim_for(
     genome: &Genome,
     via: &str,
     ready: Vec<String>,
     max: usize,
-) -> Vec<ClaimedEffect> {
-    let Some(kernel) = genome.kernel() else {
-        return Vec::new();
-    };
-    match kernel
-        .call(
-            |reply| KernelMsg::ClaimFor {
-                holder: palm_topology::child_holder(via),
-                ready,
-                max,
-                reply,
-            },
-            Some(KERNEL_CALL),
-        )
-        .await
-    {
-        Ok(ractor::rpc::CallResult::Success(effects)) => effects,
-        _ => Vec::new(),
-    }
+) -> impl Future<Output = Vec<ClaimedEffect>> + Send + 'static + use<> {
+    let asked = ask_kernel(genome, move |reply| KernelMsg::ClaimFor {
+        holder: palm_topology::child_holder(via),
+        ready,
+        max,
+        reply,
+    });
+    async move { kernel_answer(asked).await.unwrap_or_default() }
 }
 
-async fn kernel_renew(
+fn kernel_renew(
     genome: &Genome,
-    key: &str,
+    key: String,
     token: u64,
     holder: String,
-) -> Result<u64, String> {
-    let kernel = genome.kernel().ok_or("the home's kernel is restarting")?;
-    match kernel
-        .call(
-            |reply| KernelMsg::Renew {
-                key: key.to_owned(),
-                token,
-                from: Some(holder),
-                reply,
-            },
-            Some(KERNEL_CALL),
-        )
-        .await
-    {
-        Ok(ractor::rpc::CallResult::Success(result)) => result,
-        _ => Err("the home's kernel did not answer".to_owned()),
+) -> impl Future<Output = Result<u64, String>> + Send + 'static + use<> {
+    let asked = ask_kernel(genome, move |reply| KernelMsg::Renew {
+        key,
+        token,
+        from: Some(holder),
+        reply,
+    });
+    async move {
+        match asked {
+            None => Err("the home's kernel is restarting".to_owned()),
+            asked => kernel_answer(asked)
+                .await
+                .unwrap_or_else(|| Err("the home's kernel did not answer".to_owned())),
+        }
     }
 }
 
-async fn kernel_complete(
+fn kernel_complete(
     genome: &Genome,
-    key: &str,
+    key: String,
     token: u64,
     outcome: Outcome,
-    node: &str,
+    node: String,
     holder: String,
-) -> Result<(), String> {
-    let kernel = genome.kernel().ok_or("the home's kernel is restarting")?;
-    match kernel
-        .call(
-            |reply| KernelMsg::Complete {
-                key: key.to_owned(),
-                token,
-                outcome,
-                node: Some(node.to_owned()),
-                from: Some(holder),
-                reply,
-            },
-            Some(KERNEL_CALL),
-        )
-        .await
-    {
-        Ok(ractor::rpc::CallResult::Success(result)) => result,
-        _ => Err("the home's kernel did not answer".to_owned()),
+) -> impl Future<Output = Result<(), String>> + Send + 'static + use<> {
+    let asked = ask_kernel(genome, move |reply| KernelMsg::Complete {
+        key,
+        token,
+        outcome,
+        node: Some(node),
+        from: Some(holder),
+        reply,
+    });
+    async move {
+        match asked {
+            None => Err("the home's kernel is restarting".to_owned()),
+            asked => kernel_answer(asked)
+                .await
+                .unwrap_or_else(|| Err("the home's kernel did not answer".to_owned())),
+        }
     }
 }
 

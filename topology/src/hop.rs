@@ -869,7 +869,7 @@ impl HopCore {
 
     /// The home recorded (or refused) an outcome it was given with
     /// [`HopOutput::Complete`].
-    pub fn handle_completed(&mut self, now: u64, serve: u64, result: Result<(), String>) {
+    pub fn handle_completed(&mut self, _now: u64, serve: u64, result: Result<(), String>) {
         if let Some(Serving::Complete {
             peer,
             id,
@@ -878,16 +878,7 @@ impl HopCore {
             node,
         }) = self.serving.remove(&serve)
         {
-            if self
-                .placed_out
-                .get(&key)
-                .is_some_and(|out| out.token == token)
-            {
-                self.placed_out.remove(&key);
-            }
-            // The seat below is free whatever the verdict: the effect ended there.
-            self.topology.completed_on(&node);
-            self.wake_placer(now);
+            // The seat below was counted free when the report arrived (`on_report`).
             let verdict = match result {
                 Ok(()) => CompleteVerdict::Recorded,
                 Err(reason) => CompleteVerdict::Refused(reason),
@@ -1723,6 +1714,18 @@ impl HopCore {
                         });
                     }
                     TopoMsg::Complete { outcome, node, .. } => {
+                        // The seat below is free whatever the verdict: the effect ended
+                        // there. Counting it now (not once the outcome is durable) lets the
+                        // round that refills it claim in the same commit as this outcome.
+                        if self
+                            .placed_out
+                            .get(&key)
+                            .is_some_and(|out| out.token == token)
+                        {
+                            self.placed_out.remove(&key);
+                        }
+                        self.topology.completed_on(&node);
+                        self.wake_placer(now);
                         self.serving.insert(
                             serve,
                             Serving::Complete {
