@@ -12,8 +12,11 @@
 //!   without waiting (a full outbox drops the frame, which the protocol treats as a lost
 //!   message); the link's own writer sends them in batches.
 //! - **Kernel duties** (apply a forwarded request, claim for a child, renew, complete,
-//!   release) run on tasks and come back as inputs once the kernel answered — which is
-//!   once the change is durable. Duties asked by peers (apply, renew, complete) run at
+//!   release) come back as inputs once the kernel answered — which is once the change is
+//!   durable. What one turn asks of the kernel (claim, renew, complete, release) goes to
+//!   it as one message at the turn's end, so a child's completion and the claim that
+//!   refills its seat share one commit; only the wait for each answer runs on a task.
+//!   Duties asked by peers (apply, renew, complete) run at
 //!   most [`DUTIES_RUNNING_MAX`] at once; the rest queue, and while
 //!   [`DUTIES_QUEUED_MAX`] are queued no frame is read from any link: the links' readers
 //!   wait, the transport stops reading their streams, and QUIC flow control pushes back
@@ -160,6 +163,7 @@ impl Hop {
             duties: VecDeque::new(),
             running: 0,
             parked: HashSet::new(),
+            kernel_asks: Vec::new(),
         };
         tokio::spawn(task.run(rx, frames_rx));
         Hop {
@@ -344,6 +348,9 @@ struct HopTask {
     running: usize,
     /// Forwarded `wait`s running beside the pool, by serve id.
     parked: HashSet<u64>,
+    /// What this turn asks of the kernel, sent as one message at its end (see
+    /// [`ask_kernel`]).
+    kernel_asks: Vec<KernelMsg>,
 }
 
 impl HopTask {
@@ -397,6 +404,7 @@ impl HopTask {
             self.drain(&genome);
             self.start_queued(&genome);
             self.run_duties(&genome);
+            self.send_kernel_asks(&genome);
             self.projection.send_if_modified(|old| {
                 let new = projection_json(&self.core);
                 let changed = *old != new;
@@ -518,7 +526,8 @@ impl HopTask {
                     max,
                 } => {
                     let inbox = self.inbox.clone();
-                    let claimed = claim_for(genome, &via, ready, max as usize);
+                    let claimed =
+                        claim_for(genome, &mut self.kernel_asks, &via, ready, max as usize);
                     tokio::spawn(async move {
                         let effects = claimed.await;
                         if !effects.is_empty() {
@@ -528,9 +537,7 @@ impl HopTask {
                     });
                 }
                 HopOutput::Release { key, token } => {
-                    if let Some(kernel) = genome.kernel() {
-                        let _ = kernel.cast(KernelMsg::Release { key, token });
-                    }
+                    self.kernel_asks.push(KernelMsg::Release { key, token });
                 }
                 HopOutput::Renew { .. } | HopOutput::Complete { .. } => {
                     self.duties.push_back(output);
@@ -571,7 +578,23 @@ impl HopTask {
         }
     }
 
-    fn spawn_duty(&self, genome: &Arc<Genome>, duty: HopOutput) {
+    /// Sends what this turn asked of the kernel: one message, so the kernel handles all
+    /// of it before it seals its next batch.
+    fn send_kernel_asks(&mut self, genome: &Genome) {
+        let mut asks = std::mem::take(&mut self.kernel_asks);
+        let ask = match asks.len() {
+            0 => return,
+            1 => asks.pop().expect("one"),
+            _ => KernelMsg::Batch(asks),
+        };
+        if let Some(kernel) = genome.kernel() {
+            // A kernel that stopped drops the reply ports: each ask's waiter hears "no
+            // answer", as from a call.
+            let _ = kernel.cast(ask);
+        }
+    }
+
+    fn spawn_duty(&mut self, genome: &Arc<Genome>, duty: HopOutput) {
         let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
         match duty {
             HopOutput::Apply { serve, request } => {
@@ -594,7 +617,7 @@ impl HopTask {
                 token,
                 holder,
             } => {
-                let renewed = kernel_renew(&genome, key, token, holder);
+                let renewed = kernel_renew(&genome, &mut self.kernel_asks, key, token, holder);
                 tokio::spawn(async move {
                     let result = renewed.await;
                     let _ = inbox.send(HopIn::Renewed { serve, result }).await;
@@ -608,7 +631,15 @@ impl HopTask {
                 node,
                 holder,
             } => {
-                let completed = kernel_complete(&genome, key, token, outcome, node, holder);
+                let completed = kernel_complete(
+                    &genome,
+                    &mut self.kernel_asks,
+                    key,
+                    token,
+                    outcome,
+                    node,
+                    holder,
+                );
                 tokio::spawn(async move {
                     let result = completed.await;
                     let _ = inbox.send(HopIn::Completed { serve, result }).await;
@@ -739,21 +770,22 @@ impl EffectHost for PlacedHost {
     }
 }
 
-/// Sends the kernel `ask` now, from the calling task; [`kernel_answer`] waits for the reply
-/// (`None` here: no kernel to ask).
+/// Queues `ask` for the kernel on `asks`, which the hop task sends as one message at
+/// the end of its turn; [`kernel_answer`] waits for the reply (`None` here: no kernel
+/// to ask).
 ///
-/// Why not `ActorRef::call` on a spawned task: the message must reach the kernel's
-/// mailbox in the hop task's order and before the kernel seals its next batch. A
-/// completion reported by a child and the claim that refills its seat are sent in the
-/// same turn of the hop task, so both land ahead of the kernel's own `Flush` and share
-/// one commit; sent from two spawned tasks, each would force a commit of its own.
+/// Why not `ActorRef::call` on a spawned task: a child's completion and the claim that
+/// refills its seat are asked in the same turn, and the kernel must see both before it
+/// seals its next batch, so that one commit makes both durable. Sent from two spawned
+/// tasks, each lands on its own and forces a commit of its own.
 fn ask_kernel<T>(
     genome: &Genome,
+    asks: &mut Vec<KernelMsg>,
     ask: impl FnOnce(ractor::RpcReplyPort<T>) -> KernelMsg,
 ) -> Option<tokio::sync::oneshot::Receiver<T>> {
-    let kernel = genome.kernel()?;
+    genome.kernel()?;
     let (reply, answer) = ractor::concurrency::oneshot();
-    kernel.cast(ask(reply.into())).ok()?;
+    asks.push(ask(reply.into()));
     Some(answer)
 }
 
@@ -764,11 +796,12 @@ async fn kernel_answer<T>(asked: Option<tokio::sync::oneshot::Receiver<T>>) -> O
 
 fn claim_for(
     genome: &Genome,
+    asks: &mut Vec<KernelMsg>,
     via: &str,
     ready: Vec<String>,
     max: usize,
 ) -> impl Future<Output = Vec<ClaimedEffect>> + Send + 'static + use<> {
-    let asked = ask_kernel(genome, move |reply| KernelMsg::ClaimFor {
+    let asked = ask_kernel(genome, asks, move |reply| KernelMsg::ClaimFor {
         holder: palm_topology::child_holder(via),
         ready,
         max,
@@ -779,11 +812,12 @@ fn claim_for(
 
 fn kernel_renew(
     genome: &Genome,
+    asks: &mut Vec<KernelMsg>,
     key: String,
     token: u64,
     holder: String,
 ) -> impl Future<Output = Result<u64, String>> + Send + 'static + use<> {
-    let asked = ask_kernel(genome, move |reply| KernelMsg::Renew {
+    let asked = ask_kernel(genome, asks, move |reply| KernelMsg::Renew {
         key,
         token,
         from: Some(holder),
@@ -801,13 +835,14 @@ fn kernel_renew(
 
 fn kernel_complete(
     genome: &Genome,
+    asks: &mut Vec<KernelMsg>,
     key: String,
     token: u64,
     outcome: Outcome,
     node: String,
     holder: String,
 ) -> impl Future<Output = Result<(), String>> + Send + 'static + use<> {
-    let asked = ask_kernel(genome, move |reply| KernelMsg::Complete {
+    let asked = ask_kernel(genome, asks, move |reply| KernelMsg::Complete {
         key,
         token,
         outcome,

@@ -34,7 +34,7 @@
 //!   a projection says so ([`Reply::Unreachable`] with its `view`).
 
 use crate::msg::{CompleteVerdict, RenewVerdict, Reply, Summary, TopoMsg, Toward};
-use crate::{HOPS_MAX, Projection, Projections, Role, Route, Topology};
+use crate::{HOPS_MAX, PLACED_QUEUE_PER_SEAT, Projection, Projections, Role, Route, Topology};
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
@@ -312,6 +312,8 @@ enum Serving {
 struct Round {
     via: String,
     node: String,
+    /// Seats on `node` this round holds (counted busy) until its claims come back.
+    reserved: u32,
     deadline: u64,
 }
 
@@ -465,7 +467,12 @@ pub struct HopCore {
     asks: BTreeMap<u64, Ask>,
     passing: BTreeMap<u64, Passing>,
     place_due: Option<u64>,
-    /// A placement round was asked for while one was in flight: run it once that one ends.
+    /// Seats held by placement rounds in flight, by node: not offered to another round.
+    /// Kept apart from the topology's counts, which climb in this node's summary (a
+    /// parent must not see seats as busy that only a round of this home holds).
+    reserved: BTreeMap<String, u32>,
+    /// A placement round ran while others held seats: when one of those gives seats
+    /// back unused, look again at once (the work that woke it may fit there).
     place_again: bool,
     /// Frames refused since boot (see [`crate::authority`]).
     refused: u64,
@@ -521,6 +528,7 @@ impl HopCore {
             asks: BTreeMap::new(),
             passing: BTreeMap::new(),
             place_due: None,
+            reserved: BTreeMap::new(),
             place_again: false,
             refused: 0,
             refusals: VecDeque::new(),
@@ -567,8 +575,15 @@ impl HopCore {
             now,
             self.local.ready.clone(),
             self.local.seats,
-            self.busy().min(self.local.seats),
+            // Queued placed effects count: the parent places up to `takes`.
+            self.busy().min(self.takes()),
         )
+    }
+
+    /// How many effects this node takes at once: its seats and a queue place per seat
+    /// ([`PLACED_QUEUE_PER_SEAT`]), as its parent's placement counts them.
+    fn takes(&self) -> u32 {
+        self.local.seats.saturating_mul(1 + PLACED_QUEUE_PER_SEAT)
     }
 
     /// The tree as this node sees it (`palm tree`).
@@ -894,9 +909,7 @@ impl HopCore {
     /// The home claimed (and made durable) effects for placement round `round`.
     pub fn handle_claimed(&mut self, now: u64, round: u64, effects: Vec<ClaimedEffect>) {
         self.place_claimed(now, round, effects);
-        if self.place_again && self.rounds.is_empty() {
-            self.place_round(now);
-        }
+        self.rounds_ended(now);
     }
 
     fn place_claimed(&mut self, now: u64, round: u64, effects: Vec<ClaimedEffect>) {
@@ -912,6 +925,8 @@ impl HopCore {
             return;
         };
         let home = self.topology.name().to_owned();
+        // The round's seats go back; those it fills are counted as placed below.
+        self.unreserve(&target.node, target.reserved);
         for effect in effects {
             if !self.topology.child_is_up(&target.via) {
                 self.release(
@@ -1041,6 +1056,9 @@ impl HopCore {
                     return;
                 }
                 self.place_due = None;
+                // Rounds in flight hold seats this one cannot ask for: look again once
+                // they have all ended (`rounds_ended`).
+                self.place_again |= !self.rounds.is_empty();
                 self.place_round(now);
                 let next = now + PLACE_EVERY_MS;
                 if !self.timers.contains(&(next, Timer::Place)) {
@@ -1103,10 +1121,11 @@ impl HopCore {
                 if let Some(r) = self.rounds.get(&round)
                     && r.deadline <= now
                 {
-                    self.rounds.remove(&round);
-                    if self.place_again && self.rounds.is_empty() {
-                        self.place_round(now);
-                    }
+                    // Given up: nothing was sent, and a late answer releases its
+                    // claims; the seats it held are free for the next round.
+                    let given_up = self.rounds.remove(&round).expect("present");
+                    self.unreserve(&given_up.node, given_up.reserved);
+                    self.rounds_ended(now);
                 }
             }
             Timer::Ask(id) => {
@@ -1159,15 +1178,17 @@ impl HopCore {
         if !self.topology.role().is_home() {
             return;
         }
-        if !self.rounds.is_empty() {
-            // One round at a time; a wake meanwhile is kept, not lost, and runs the next
-            // round the moment this one is answered (else seats freed during a round's
-            // claim commit would idle until the next timer round).
-            self.place_again = true;
-            return;
-        }
-        self.place_again = false;
+        // Rounds overlap: each holds the seats it asks to fill (counted busy) until its
+        // claims come back, so a round started while another is in flight asks only for
+        // seats freed since. A seat freed by a child's completion is so refilled by a
+        // claim the kernel gets together with that completion, in one home commit.
         for target in self.topology.placement_targets(now) {
+            let held = self.reserved.get(&target.node).copied().unwrap_or(0);
+            let free = target.free.saturating_sub(held);
+            if free == 0 {
+                continue;
+            }
+            *self.reserved.entry(target.node.clone()).or_default() += free;
             let round = self.id();
             let deadline = now + CLAIM_ANSWER_MS;
             self.rounds.insert(
@@ -1175,6 +1196,7 @@ impl HopCore {
                 Round {
                     via: target.via.clone(),
                     node: target.node.clone(),
+                    reserved: free,
                     deadline,
                 },
             );
@@ -1184,8 +1206,26 @@ impl HopCore {
                 via: target.via,
                 node: target.node,
                 ready: target.ready,
-                max: target.free,
+                max: free,
             });
+        }
+    }
+
+    /// Once no round is in flight, a wake that came while some were runs its round (it
+    /// may fit on seats they held and gave back unused).
+    fn rounds_ended(&mut self, now: u64) {
+        if self.rounds.is_empty() && std::mem::take(&mut self.place_again) {
+            self.place_round(now);
+        }
+    }
+
+    /// Frees `seats` a placement round held on `node`.
+    fn unreserve(&mut self, node: &str, seats: u32) {
+        if let Some(held) = self.reserved.get_mut(node) {
+            *held = held.saturating_sub(seats);
+            if *held == 0 {
+                self.reserved.remove(node);
+            }
         }
     }
 
@@ -1515,13 +1555,18 @@ impl HopCore {
         }
         let needs = effect.request.requirements();
         let ready_here = needs.iter().all(|need| self.local.ready.contains(need));
-        let free_here = self.busy() < self.local.seats;
+        // A node takes what its parent counts it able to take: its seats and a queue
+        // place per seat (the host runs the queued ones as seats free).
+        let free_here = self.busy() < self.takes();
         if ready_here && free_here {
             self.accept(now, peer, id, effect, home);
             return;
         }
         let here = if ready_here {
-            format!("all {} seats are busy", self.local.seats)
+            format!(
+                "all {} seats and their queue places are busy",
+                self.local.seats
+            )
         } else {
             format!("needs {needs:?} are not all ready here")
         };

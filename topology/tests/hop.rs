@@ -788,7 +788,10 @@ fn a_wake_during_a_placement_round_runs_the_next_round_when_it_ends() {
     net.core("root").wake_placer(now);
     net.core("root").handle_timeout(now);
     net.drain("root");
-    assert!(net.host("root").held.is_empty(), "one round at a time");
+    assert!(
+        net.host("root").held.is_empty(),
+        "the round in flight holds every free seat"
+    );
     // The round ends, and the next one asks at once (not at the next timer round).
     for (round, claimed) in rounds {
         net.core("root").handle_claimed(now, round, claimed);
@@ -803,4 +806,52 @@ fn a_wake_during_a_placement_round_runs_the_next_round_when_it_ends() {
         ["root-2/0/1"],
         "the kept wake ran a round as soon as the last one ended"
     );
+}
+
+#[test]
+fn a_completion_and_the_claim_refilling_its_seat_are_asked_in_one_turn() {
+    let mut net = Net::three();
+    let now = net.now;
+    // The edge takes two (one seat, one queued): fill both, keep a third waiting.
+    for (key, token) in [("root-1/0/1", 1), ("root-2/0/1", 2), ("root-3/0/1", 3)] {
+        net.host("root")
+            .claimable
+            .push_back(effect(key, token, &["gpu"], now + 60_000));
+    }
+    net.core("root").wake_placer(now);
+    net.advance(100);
+    assert_eq!(net.host("edge").started.len(), 2, "the edge took two");
+    assert!(
+        net.host("root").released.is_empty(),
+        "the queued one was not refused"
+    );
+    assert_eq!(net.host("root").claimable.len(), 1);
+    // The first ends; its report climbs to the realm and up, one hop at a time.
+    let now = net.now;
+    net.core("edge")
+        .handle_finished(now, "root-1/0/1", 1, Some(ok_outcome()));
+    net.drain("edge");
+    let (from, to, msg) = net.wire.pop_front().expect("the report");
+    net.core(&to).handle_frame(now, &from, msg);
+    net.drain("realm");
+    let (from, to, msg) = net.wire.pop_front().expect("the report, relayed");
+    assert_eq!(to, "root");
+    // The home's turn: the frame, then what it made due — as the node's hop task does.
+    let root = net.core("root");
+    root.handle_frame(now, &from, msg);
+    if root.next_timeout().is_some_and(|at| at <= now) {
+        root.handle_timeout(now);
+    }
+    let mut asked = Vec::new();
+    while let Some(output) = root.poll_output() {
+        match output {
+            HopOutput::Complete { key, .. } => asked.push(format!("complete {key}")),
+            HopOutput::Claim { node, max, .. } if node == "edge" => {
+                asked.push(format!("claim {max} for {node}"))
+            }
+            _ => {}
+        }
+    }
+    asked.sort();
+    assert_eq!(asked, ["claim 1 for edge", "complete root-1/0/1"]);
 }

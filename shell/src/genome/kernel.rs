@@ -133,6 +133,11 @@ pub enum KernelMsg {
         /// Why.
         reason: String,
     },
+    /// Several messages, handled in order before the kernel seals anything: what the
+    /// hop task asks in one turn (a child's completion and the claim refilling its
+    /// seat) lands in one batch and so in one commit. Never holds `Flush`,
+    /// `Committed` or another `Batch`.
+    Batch(Vec<KernelMsg>),
     /// Seal what is pending and commit it (or wait for the commit in flight).
     Flush,
     /// The commit in flight finished (its replies went out with it if it succeeded).
@@ -277,219 +282,13 @@ impl Actor for Kernel {
         message: KernelMsg,
         state: &mut KernelState,
     ) -> Result<(), ActorProcessingErr> {
-        let now = now_ms();
         match message {
-            KernelMsg::Call(request, reply) => state.call(request, reply),
-            KernelMsg::Effect(Request::Kv { action, key, value }, reply)
-                if action == "put" || action == "delete" =>
-            {
-                let response = state
-                    .desk
-                    .path
-                    .unforced(|path| super::desk::kv_write(path, &action, key, &value));
-                let _ = reply.send(response);
-            }
-            KernelMsg::Effect(request, reply) => {
-                state.call(request, reply);
-            }
-            KernelMsg::Claim { holder, reply } => {
-                let claimed = if state.genome.accepting_work() {
-                    // Readiness gates: an effect is claimable only while every place or
-                    // capability it needs is ready.
-                    let places = state.genome.places.snapshot();
-                    state
-                        .host
-                        .claim_local(&mut state.desk.path, now, &holder, &|job, request| {
-                            places.readiness.all_ready(job, &request.requirements())
-                        })
-                } else {
-                    None
-                };
-                // A claim is internal: if this node dies before the claim is committed,
-                // the effect is simply still ready on restart. Seats are woken as the
-                // batch that made an effect ready is sealed, so its request may not be
-                // durable yet: a command is answered at once and waits at its gate
-                // (`Started`), anything else is answered once the request is durable —
-                // nothing may act for a request a crash could take back.
-                match claimed {
-                    Some(effect) if !matches!(effect.request, EffectRequest::Run { .. }) => {
-                        let key = effect.key.clone();
-                        state.after_request(
-                            &key,
-                            Box::new(move || {
-                                let _ = reply.send(Some(effect));
-                            }),
-                        );
-                    }
-                    claimed => {
-                        let _ = reply.send(claimed);
-                    }
+            KernelMsg::Batch(messages) => {
+                for message in messages {
+                    handle_one(&myself, message, state)?;
                 }
             }
-            KernelMsg::Complete {
-                key,
-                token,
-                outcome,
-                node,
-                from,
-                reply,
-            } => {
-                let node = Some(node.unwrap_or_else(|| state.genome.info.name.clone()));
-                state.host.complete(
-                    &mut state.desk.path,
-                    now,
-                    &key,
-                    token,
-                    outcome,
-                    node,
-                    from.as_deref(),
-                    |result| {
-                        let result = result.map(|_| ()).map_err(|err| err.to_string());
-                        Box::new(move || {
-                            let _ = reply.send(result);
-                        })
-                    },
-                );
-            }
-            KernelMsg::Renew {
-                key,
-                token,
-                from,
-                reply,
-            } => {
-                // Answered after the commit: a holder on another node must never believe
-                // in a lease that a crash of this node could take back.
-                let from = from.as_deref();
-                state
-                    .host
-                    .renew(&mut state.desk.path, now, &key, token, from, |result| {
-                        let result = result.map_err(|e| e.to_string());
-                        Box::new(move || {
-                            let _ = reply.send(result);
-                        })
-                    });
-            }
-            KernelMsg::Started { key, group, reply } => {
-                let result = state
-                    .host
-                    .started(&mut state.desk.path, &key, group)
-                    .map_err(|err| err.to_string());
-                state.after_request(
-                    &key,
-                    Box::new(move || {
-                        let _ = reply.send(result);
-                    }),
-                );
-            }
-            KernelMsg::Exited { key, token } => {
-                state.host.exited(&mut state.desk.path, &key, token);
-            }
-            KernelMsg::ClaimFor {
-                holder,
-                ready,
-                max,
-                reply,
-            } => {
-                let max = if state.genome.accepting_work() {
-                    max
-                } else {
-                    0
-                };
-                let places = state.genome.places.snapshot();
-                state.host.claim_remote(
-                    &mut state.desk.path,
-                    now,
-                    &holder,
-                    max,
-                    &|job, request| {
-                        let needs = request.requirements();
-                        !places.readiness.all_ready(job, &needs)
-                            && needs.iter().all(|need| ready.contains(need))
-                    },
-                    |claimed| {
-                        Box::new(move || {
-                            let _ = reply.send(claimed);
-                        })
-                    },
-                );
-            }
-            KernelMsg::Release { key, token } => {
-                if let Err(err) = state.host.release(&mut state.desk.path, &key, token) {
-                    debug!(key, error = %err, "release refused");
-                }
-            }
-            KernelMsg::Collect { cursor } => {
-                let store = Arc::clone(&state.desk.store);
-                let retention = state.genome.settings.retention;
-                let step = state.desk.path.collect(
-                    &*store,
-                    now,
-                    retention,
-                    cursor.as_deref(),
-                    palm_actors::path::retention::GC_BUDGET_DEFAULT,
-                );
-                match &step {
-                    Ok(step) if step.compacted + step.forgotten + step.starts_removed > 0 => {
-                        debug!(?step, "retention step");
-                    }
-                    Ok(_) => {}
-                    Err(err) => warn!(error = %err, "retention step failed; retrying later"),
-                }
-                match step.ok().and_then(|s| s.cursor) {
-                    Some(cursor) => myself.cast(KernelMsg::Collect {
-                        cursor: Some(cursor),
-                    })?,
-                    None => {
-                        myself.send_after(Duration::from_millis(COLLECT_EVERY_MS), || {
-                            KernelMsg::Collect { cursor: None }
-                        });
-                    }
-                }
-            }
-            KernelMsg::Tick => {
-                let store = Arc::clone(&state.desk.store);
-                let ticked = state.host.tick(&mut state.desk.path, now, &*store);
-                if ticked.any() {
-                    debug!(?ticked, "tick");
-                }
-            }
-            KernelMsg::PlaceChanged {
-                place,
-                state: place_state,
-                reason,
-            } => {
-                state
-                    .desk
-                    .path
-                    .place_changed(now, &place, &place_state, &reason);
-            }
-            KernelMsg::Flush => {
-                state.flush_scheduled = false;
-                if state.committing.is_none() {
-                    let sealed = state.seal();
-                    state.dispatch(&myself, sealed);
-                }
-                // Jobs that used up their tick budget continue after the messages already
-                // queued, so one looping job cannot starve the others.
-                if state.desk.path.has_resumes() {
-                    myself.cast(KernelMsg::Tick)?;
-                }
-            }
-            KernelMsg::Committed(result) => {
-                state.committing = None;
-                state.committing_generation = None;
-                let waited = std::mem::take(&mut state.after_commit);
-                if result.is_ok() {
-                    for reply in waited {
-                        reply();
-                    }
-                }
-                if let Err(err) = result {
-                    let dropped = state.host.lost();
-                    error!(error = %err, dropped, "commit failed; the kernel restarts from the store");
-                    return Err(err.into());
-                }
-            }
+            message => handle_one(&myself, message, state)?,
         }
         if state.committing.is_none() && !state.flush_scheduled && state.has_pending() {
             state.flush_scheduled = true;
@@ -497,6 +296,235 @@ impl Actor for Kernel {
         }
         Ok(())
     }
+}
+
+/// One message's work; the caller schedules the flush of what it left pending.
+fn handle_one(
+    myself: &ActorRef<KernelMsg>,
+    message: KernelMsg,
+    state: &mut KernelState,
+) -> Result<(), ActorProcessingErr> {
+    let now = now_ms();
+    match message {
+        KernelMsg::Batch(messages) => {
+            // Not sent nested; handled in order all the same.
+            for message in messages {
+                handle_one(myself, message, state)?;
+            }
+        }
+        KernelMsg::Call(request, reply) => state.call(request, reply),
+        KernelMsg::Effect(Request::Kv { action, key, value }, reply)
+            if action == "put" || action == "delete" =>
+        {
+            let response = state
+                .desk
+                .path
+                .unforced(|path| super::desk::kv_write(path, &action, key, &value));
+            let _ = reply.send(response);
+        }
+        KernelMsg::Effect(request, reply) => {
+            state.call(request, reply);
+        }
+        KernelMsg::Claim { holder, reply } => {
+            let claimed = if state.genome.accepting_work() {
+                // Readiness gates: an effect is claimable only while every place or
+                // capability it needs is ready.
+                let places = state.genome.places.snapshot();
+                state
+                    .host
+                    .claim_local(&mut state.desk.path, now, &holder, &|job, request| {
+                        places.readiness.all_ready(job, &request.requirements())
+                    })
+            } else {
+                None
+            };
+            // A claim is internal: if this node dies before the claim is committed,
+            // the effect is simply still ready on restart. Seats are woken as the
+            // batch that made an effect ready is sealed, so its request may not be
+            // durable yet: a command is answered at once and waits at its gate
+            // (`Started`), anything else is answered once the request is durable —
+            // nothing may act for a request a crash could take back.
+            match claimed {
+                Some(effect) if !matches!(effect.request, EffectRequest::Run { .. }) => {
+                    let key = effect.key.clone();
+                    state.after_request(
+                        &key,
+                        Box::new(move || {
+                            let _ = reply.send(Some(effect));
+                        }),
+                    );
+                }
+                claimed => {
+                    let _ = reply.send(claimed);
+                }
+            }
+        }
+        KernelMsg::Complete {
+            key,
+            token,
+            outcome,
+            node,
+            from,
+            reply,
+        } => {
+            let node = Some(node.unwrap_or_else(|| state.genome.info.name.clone()));
+            state.host.complete(
+                &mut state.desk.path,
+                now,
+                &key,
+                token,
+                outcome,
+                node,
+                from.as_deref(),
+                |result| {
+                    let result = result.map(|_| ()).map_err(|err| err.to_string());
+                    Box::new(move || {
+                        let _ = reply.send(result);
+                    })
+                },
+            );
+        }
+        KernelMsg::Renew {
+            key,
+            token,
+            from,
+            reply,
+        } => {
+            // Answered after the commit: a holder on another node must never believe
+            // in a lease that a crash of this node could take back.
+            let from = from.as_deref();
+            state
+                .host
+                .renew(&mut state.desk.path, now, &key, token, from, |result| {
+                    let result = result.map_err(|e| e.to_string());
+                    Box::new(move || {
+                        let _ = reply.send(result);
+                    })
+                });
+        }
+        KernelMsg::Started { key, group, reply } => {
+            let result = state
+                .host
+                .started(&mut state.desk.path, &key, group)
+                .map_err(|err| err.to_string());
+            state.after_request(
+                &key,
+                Box::new(move || {
+                    let _ = reply.send(result);
+                }),
+            );
+        }
+        KernelMsg::Exited { key, token } => {
+            state.host.exited(&mut state.desk.path, &key, token);
+        }
+        KernelMsg::ClaimFor {
+            holder,
+            ready,
+            max,
+            reply,
+        } => {
+            let max = if state.genome.accepting_work() {
+                max
+            } else {
+                0
+            };
+            let places = state.genome.places.snapshot();
+            state.host.claim_remote(
+                &mut state.desk.path,
+                now,
+                &holder,
+                max,
+                &|job, request| {
+                    let needs = request.requirements();
+                    !places.readiness.all_ready(job, &needs)
+                        && needs.iter().all(|need| ready.contains(need))
+                },
+                |claimed| {
+                    Box::new(move || {
+                        let _ = reply.send(claimed);
+                    })
+                },
+            );
+        }
+        KernelMsg::Release { key, token } => {
+            if let Err(err) = state.host.release(&mut state.desk.path, &key, token) {
+                debug!(key, error = %err, "release refused");
+            }
+        }
+        KernelMsg::Collect { cursor } => {
+            let store = Arc::clone(&state.desk.store);
+            let retention = state.genome.settings.retention;
+            let step = state.desk.path.collect(
+                &*store,
+                now,
+                retention,
+                cursor.as_deref(),
+                palm_actors::path::retention::GC_BUDGET_DEFAULT,
+            );
+            match &step {
+                Ok(step) if step.compacted + step.forgotten + step.starts_removed > 0 => {
+                    debug!(?step, "retention step");
+                }
+                Ok(_) => {}
+                Err(err) => warn!(error = %err, "retention step failed; retrying later"),
+            }
+            match step.ok().and_then(|s| s.cursor) {
+                Some(cursor) => myself.cast(KernelMsg::Collect {
+                    cursor: Some(cursor),
+                })?,
+                None => {
+                    myself.send_after(Duration::from_millis(COLLECT_EVERY_MS), || {
+                        KernelMsg::Collect { cursor: None }
+                    });
+                }
+            }
+        }
+        KernelMsg::Tick => {
+            let store = Arc::clone(&state.desk.store);
+            let ticked = state.host.tick(&mut state.desk.path, now, &*store);
+            if ticked.any() {
+                debug!(?ticked, "tick");
+            }
+        }
+        KernelMsg::PlaceChanged {
+            place,
+            state: place_state,
+            reason,
+        } => {
+            state
+                .desk
+                .path
+                .place_changed(now, &place, &place_state, &reason);
+        }
+        KernelMsg::Flush => {
+            state.flush_scheduled = false;
+            if state.committing.is_none() {
+                let sealed = state.seal();
+                state.dispatch(myself, sealed);
+            }
+            // Jobs that used up their tick budget continue after the messages already
+            // queued, so one looping job cannot starve the others.
+            if state.desk.path.has_resumes() {
+                myself.cast(KernelMsg::Tick)?;
+            }
+        }
+        KernelMsg::Committed(result) => {
+            state.committing = None;
+            state.committing_generation = None;
+            let waited = std::mem::take(&mut state.after_commit);
+            if result.is_ok() {
+                for reply in waited {
+                    reply();
+                }
+            }
+            if let Err(err) = result {
+                let dropped = state.host.lost();
+                error!(error = %err, dropped, "commit failed; the kernel restarts from the store");
+                return Err(err.into());
+            }
+        }
+    }
+    Ok(())
 }
 
 impl KernelState {
