@@ -855,3 +855,39 @@ fn a_completion_and_the_claim_refilling_its_seat_are_asked_in_one_turn() {
     asked.sort();
     assert_eq!(asked, ["claim 1 for edge", "complete root-1/0/1"]);
 }
+
+#[test]
+fn seats_a_round_holds_are_not_reported_up_as_busy() {
+    let mut net = Net::three();
+    let now = net.now;
+    // The realm homes jobs too: its round holds the edge's seats while its claim is
+    // being made durable.
+    net.host("realm").hold_claims = true;
+    net.host("realm")
+        .claimable
+        .push_back(effect("rlm-1/0/1", 1, &["gpu"], now + 60_000));
+    net.core("realm").wake_placer(now);
+    net.core("realm").handle_timeout(now);
+    net.drain("realm");
+    assert!(!net.host("realm").held.is_empty(), "a round is in flight");
+    // What the root hears of the edge: nothing runs there, so nothing is busy (a held
+    // seat reported up would starve the root's own placements on that edge).
+    let summary = net.core("realm").summary(now);
+    let edge = summary
+        .subtree
+        .iter()
+        .find(|s| s.name == "edge")
+        .expect("the edge in the realm's summary");
+    assert_eq!(edge.busy, 0);
+    // And once the claim comes back, the one effect placed is counted.
+    for (round, claimed) in std::mem::take(&mut net.host("realm").held) {
+        net.core("realm").handle_claimed(now, round, claimed);
+    }
+    let summary = net.core("realm").summary(now);
+    let edge = summary
+        .subtree
+        .iter()
+        .find(|s| s.name == "edge")
+        .expect("edge");
+    assert_eq!(edge.busy, 1);
+}
