@@ -794,6 +794,18 @@ async fn kernel_answer<T>(asked: Option<tokio::sync::oneshot::Receiver<T>>) -> O
     tokio::time::timeout(KERNEL_CALL, asked?).await.ok()?.ok()
 }
 
+/// The kernel's verdict on a peer's ask (renew, complete), or why there is none.
+async fn kernel_verdict<T>(
+    asked: Option<tokio::sync::oneshot::Receiver<Result<T, String>>>,
+) -> Result<T, String> {
+    match asked {
+        None => Err("the home's kernel is restarting".to_owned()),
+        asked => kernel_answer(asked)
+            .await
+            .unwrap_or_else(|| Err("the home's kernel did not answer".to_owned())),
+    }
+}
+
 fn claim_for(
     genome: &Genome,
     asks: &mut Vec<KernelMsg>,
@@ -823,14 +835,7 @@ fn kernel_renew(
         from: Some(holder),
         reply,
     });
-    async move {
-        match asked {
-            None => Err("the home's kernel is restarting".to_owned()),
-            asked => kernel_answer(asked)
-                .await
-                .unwrap_or_else(|| Err("the home's kernel did not answer".to_owned())),
-        }
-    }
+    kernel_verdict(asked)
 }
 
 fn kernel_complete(
@@ -850,14 +855,7 @@ fn kernel_complete(
         from: Some(holder),
         reply,
     });
-    async move {
-        match asked {
-            None => Err("the home's kernel is restarting".to_owned()),
-            asked => kernel_answer(asked)
-                .await
-                .unwrap_or_else(|| Err("the home's kernel did not answer".to_owned())),
-        }
-    }
+    kernel_verdict(asked)
 }
 
 fn job_of(request: &Request) -> Option<&str> {

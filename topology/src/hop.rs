@@ -312,7 +312,8 @@ enum Serving {
 struct Round {
     via: String,
     node: String,
-    /// Seats on `node` this round holds (counted busy) until its claims come back.
+    /// Seats on `node` this round holds (in `HopCore::reserved`) until its claims come
+    /// back.
     reserved: u32,
     deadline: u64,
 }
@@ -471,8 +472,8 @@ pub struct HopCore {
     /// Kept apart from the topology's counts, which climb in this node's summary (a
     /// parent must not see seats as busy that only a round of this home holds).
     reserved: BTreeMap<String, u32>,
-    /// A placement round ran while others held seats: when one of those gives seats
-    /// back unused, look again at once (the work that woke it may fit there).
+    /// A placement round ran while others held seats: look again once every round in
+    /// flight has ended (the work that woke it may fit on seats they gave back unused).
     place_again: bool,
     /// Frames refused since boot (see [`crate::authority`]).
     refused: u64,
@@ -1178,7 +1179,7 @@ impl HopCore {
         if !self.topology.role().is_home() {
             return;
         }
-        // Rounds overlap: each holds the seats it asks to fill (counted busy) until its
+        // Rounds overlap: each holds the seats it asks to fill (`reserved`) until its
         // claims come back, so a round started while another is in flight asks only for
         // seats freed since. A seat freed by a child's completion is so refilled by a
         // claim the kernel gets together with that completion, in one home commit.

@@ -282,14 +282,7 @@ impl Actor for Kernel {
         message: KernelMsg,
         state: &mut KernelState,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            KernelMsg::Batch(messages) => {
-                for message in messages {
-                    handle_one(&myself, message, state)?;
-                }
-            }
-            message => handle_one(&myself, message, state)?,
-        }
+        handle_one(&myself, message, state)?;
         if state.committing.is_none() && !state.flush_scheduled && state.has_pending() {
             state.flush_scheduled = true;
             myself.cast(KernelMsg::Flush)?;
@@ -307,7 +300,7 @@ fn handle_one(
     let now = now_ms();
     match message {
         KernelMsg::Batch(messages) => {
-            // Not sent nested; handled in order all the same.
+            // Each in order; the flush is scheduled once, after all of them.
             for message in messages {
                 handle_one(myself, message, state)?;
             }
