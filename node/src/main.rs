@@ -42,6 +42,10 @@ mod validate;
 mod web;
 mod wizard_cmd;
 
+/// The allocator of every `palm` process (see node/Cargo.toml for why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use exit::CliError;
 use std::process::ExitCode;
