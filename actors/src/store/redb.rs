@@ -169,34 +169,39 @@ impl Store for RedbStore {
         // A key written more than once in a batch — a job's summary rewritten at each of
         // its steps, an effect requested, claimed and completed in one batch — is written
         // once, with its last write: the transaction's outcome is the same, and each
-        // write spared is a B-tree descent.
+        // write spared is a B-tree descent. The writes left go in key order, table by
+        // table: a batch's keys cluster (a job's journal entries, jobs ids allocated in
+        // order), so each descent finds the pages the one before it touched.
         let writes = batch.writes();
         let mut last: std::collections::HashMap<(usize, &[u8]), usize> =
             std::collections::HashMap::with_capacity(writes.len());
         for (at, write) in writes.iter().enumerate() {
             last.insert((write.table.index(), write.key.as_slice()), at);
         }
+        let mut order: Vec<(usize, &[u8], usize)> = last
+            .into_iter()
+            .map(|((table, key), at)| (table, key, at))
+            .collect();
+        order.sort_unstable();
         let txn = db.begin_write().map_err(io)?;
         {
-            let mut open: Vec<Option<redb::Table<'_, &[u8], &[u8]>>> =
-                (0..TABLES.len()).map(|_| None).collect();
-            for (at, write) in writes.iter().enumerate() {
-                if last.get(&(write.table.index(), write.key.as_slice())) != Some(&at) {
-                    continue;
+            let mut open: Option<(usize, redb::Table<'_, &[u8], &[u8]>)> = None;
+            for (table_index, key, at) in order {
+                let write = &writes[at];
+                if open.as_ref().is_none_or(|(index, _)| *index != table_index) {
+                    // Tables come in order: the previous one is done.
+                    open = Some((
+                        table_index,
+                        txn.open_table(definition(write.table)).map_err(io)?,
+                    ));
                 }
-                let slot = &mut open[write.table.index()];
-                if slot.is_none() {
-                    *slot = Some(txn.open_table(definition(write.table)).map_err(io)?);
-                }
-                let table = slot.as_mut().expect("opened just above");
+                let (_, table) = open.as_mut().expect("opened just above");
                 match &write.value {
                     Some(value) => {
-                        table
-                            .insert(write.key.as_slice(), value.as_slice())
-                            .map_err(io)?;
+                        table.insert(key, value.as_slice()).map_err(io)?;
                     }
                     None => {
-                        table.remove(write.key.as_slice()).map_err(io)?;
+                        table.remove(key).map_err(io)?;
                     }
                 }
             }
