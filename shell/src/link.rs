@@ -527,7 +527,6 @@ pub async fn start(
             let identity = files
                 .load_identity()
                 .map_err(tree_error("cannot load the root's identity"))?;
-            let config_copy = config.clone();
             let listener = Listener::bind(
                 listen,
                 &identity,
@@ -542,10 +541,7 @@ pub async fn start(
                 role: Role::Root,
                 tree_id: authority.ca().tree_id(),
                 node_id: identity.node_id(),
-                relay: Some(crate::link_relay::Relay::root(
-                    Arc::clone(&authority),
-                    &config_copy,
-                )),
+                relay: Some(crate::link_relay::Relay::root(Arc::clone(&authority))),
                 authority: Some(authority),
                 listen: bound,
                 board: Mutex::new(Board::default()),
@@ -739,10 +735,9 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                     }
                 }
                 // Relay frames (enrollment, revocations) are served by link_relay.rs.
-                let inbound = match &tree.relay {
-                    Some(relay) => relay.intercept(&tree, &link, inbound),
-                    None => inbound,
-                };
+                if let Some(relay) = &tree.relay {
+                    relay.attach(&link);
+                }
                 let record = Arc::clone(&tree);
                 let event = up_event(&peer);
                 let _ = tokio::task::spawn_blocking(move || record.record(event)).await;
@@ -770,7 +765,7 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                 tree.hop
                     .link_up(topo_direction(peer.direction), &link)
                     .await;
-                tokio::spawn(serve(Arc::clone(&tree), peer.name.clone(), inbound));
+                tokio::spawn(serve(Arc::clone(&tree), link, inbound));
             }
             LinkEvent::LinkDown {
                 peer,
@@ -838,12 +833,25 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
     }
 }
 
-/// Serves what a peer sends: probes are answered; topology frames go to the hop task, in
-/// the order they came.
-async fn serve(tree: Arc<Tree>, peer: String, mut inbound: mpsc::Receiver<Inbound<TreeMsg>>) {
+/// Serves what a peer sends, on one task per link: relay frames go to the relay (on a
+/// root or a realm), probes are answered, topology frames go to the hop task in the order
+/// they came.
+async fn serve(
+    tree: Arc<Tree>,
+    link: Link<TreeMsg>,
+    mut inbound: mpsc::Receiver<Inbound<TreeMsg>>,
+) {
+    let peer = link.peer().clone();
     while let Some(item) = inbound.recv().await {
+        let item = match &tree.relay {
+            Some(relay) => match relay.sift(&tree, &peer, item).await {
+                Some(item) => item,
+                None => continue,
+            },
+            None => item,
+        };
         match item {
-            Inbound::Message(TreeMsg::Topo(body)) => tree.hop.frame(&peer, body).await,
+            Inbound::Message(TreeMsg::Topo(body)) => tree.hop.frame(&peer.name, body).await,
             Inbound::Request {
                 body: TreeMsg::Topo(body),
                 ..
@@ -851,7 +859,7 @@ async fn serve(tree: Arc<Tree>, peer: String, mut inbound: mpsc::Receiver<Inboun
                 // The tree protocol is one-way frames; a request carrying one is a peer
                 // speaking another version. Dropped: its sender's deadline answers it.
                 debug!(
-                    peer,
+                    peer = peer.name,
                     kind = body.kind(),
                     "topology frame sent as a request; dropped"
                 );
@@ -861,6 +869,9 @@ async fn serve(tree: Arc<Tree>, peer: String, mut inbound: mpsc::Receiver<Inboun
             }
             Inbound::Message(_) | Inbound::Transfer(_) => {}
         }
+    }
+    if let Some(relay) = &tree.relay {
+        relay.detach(&link);
     }
 }
 

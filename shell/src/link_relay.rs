@@ -14,8 +14,8 @@
 //!   (durably), closes revoked children's links, records the change, and forwards its
 //!   merged list to its own child realms.
 //!
-//! It takes relay frames off a link's inbound queue ([`Relay::intercept`]) and passes
-//! everything else on, in order, to whoever serves the link's business.
+//! The task serving a link hands each inbound item to [`Relay::sift`], which handles
+//! relay frames and gives everything else back, in order, for the link's business.
 
 use crate::exit::CliError;
 use crate::genome::now_ms;
@@ -79,7 +79,6 @@ pub struct Relay {
     /// Links to child realms, by connection id: where revocations are pushed.
     realms: Mutex<HashMap<usize, Link<TreeMsg>>>,
     answering: Arc<Semaphore>,
-    queue_max: usize,
 }
 
 impl Relay {
@@ -87,7 +86,6 @@ impl Relay {
         gate: Arc<dyn Gate>,
         authority: Option<Arc<Authority>>,
         realm: Option<Arc<RelayGate>>,
-        config: &LinkConfig,
     ) -> Arc<Relay> {
         Arc::new(Relay {
             gate,
@@ -95,14 +93,13 @@ impl Relay {
             realm,
             realms: Mutex::new(HashMap::new()),
             answering: Arc::new(Semaphore::new(RELAYS_IN_FLIGHT_MAX)),
-            queue_max: config.inbound_queue_max.max(1),
         })
     }
 
     /// The root's organ: its authority decides relayed enrollments.
-    pub fn root(authority: Arc<Authority>, config: &LinkConfig) -> Arc<Relay> {
+    pub fn root(authority: Arc<Authority>) -> Arc<Relay> {
         let gate: Arc<dyn Gate> = Arc::clone(&authority) as Arc<dyn Gate>;
-        Relay::new(gate, Some(authority), None, config)
+        Relay::new(gate, Some(authority), None)
     }
 
     /// A realm's organ and its listener on `listen`: the relay gate over the child book
@@ -137,7 +134,7 @@ impl Relay {
         )
         .map_err(|e| CliError::failure("listen", e.to_string()))?;
         let dyn_gate: Arc<dyn Gate> = Arc::clone(&gate) as Arc<dyn Gate>;
-        Ok((Relay::new(dyn_gate, None, Some(gate), config), listener))
+        Ok((Relay::new(dyn_gate, None, Some(gate)), listener))
     }
 
     /// Everything this node knows to be revoked.
@@ -176,14 +173,10 @@ impl Relay {
 
     /// Takes over a link that just came up: a parent link becomes the relay gate's way
     /// up; a child realm's link gets the revocation list now and on every change. Relay
-    /// frames on the link are handled here; everything else comes out of the returned
-    /// queue, in order (bounded like the link's own).
-    pub fn intercept(
-        self: &Arc<Self>,
-        tree: &Arc<Tree>,
-        link: &Link<TreeMsg>,
-        inbound: mpsc::Receiver<Inbound<TreeMsg>>,
-    ) -> mpsc::Receiver<Inbound<TreeMsg>> {
+    /// frames on the link are then taken off its inbound queue by [`Relay::sift`], on the
+    /// task that serves the link (no task of its own: every frame through a root or a
+    /// realm would pay one more hand-off), and [`Relay::detach`] forgets it at the end.
+    pub fn attach(self: &Arc<Self>, link: &Link<TreeMsg>) {
         let peer = link.peer();
         match peer.direction {
             Direction::Parent => {
@@ -204,15 +197,45 @@ impl Relay {
             }
             Direction::Child => {}
         }
-        let (out, rest) = mpsc::channel(self.queue_max);
-        tokio::spawn(filter(
-            Arc::clone(self),
-            Arc::clone(tree),
-            link.clone(),
-            inbound,
-            out,
-        ));
-        rest
+    }
+
+    /// Handles `item` from `peer` when it is a relay frame (enrollment, revocations);
+    /// gives back anything else, for the tree.
+    pub async fn sift(
+        self: &Arc<Self>,
+        tree: &Arc<Tree>,
+        peer: &PeerInfo,
+        item: Inbound<TreeMsg>,
+    ) -> Option<Inbound<TreeMsg>> {
+        match item {
+            Inbound::Request { body, responder } => match body.into_relay() {
+                Ok(msg) => {
+                    self.answer(tree, peer, msg, responder);
+                    None
+                }
+                Err(body) => Some(Inbound::Request { body, responder }),
+            },
+            Inbound::Message(body) => match body.into_relay() {
+                Ok(RelayMsg::Revocations(list)) if peer.direction == Direction::Parent => {
+                    self.revoked(tree, list).await;
+                    None
+                }
+                Ok(other) => {
+                    warn!(peer = peer.name, ?other, "ignored a relay message");
+                    None
+                }
+                Err(body) => Some(Inbound::Message(body)),
+            },
+            other => Some(other),
+        }
+    }
+
+    /// The link [`Relay::attach`] took over is done with.
+    pub fn detach(&self, link: &Link<TreeMsg>) {
+        self.realms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&link.connection_id());
     }
 
     fn answer(
@@ -288,45 +311,4 @@ impl Relay {
         let tree = Arc::clone(tree);
         let _ = tokio::task::spawn_blocking(move || tree.record(event)).await;
     }
-}
-
-/// Serves one link's relay frames and passes the rest on.
-async fn filter(
-    relay: Arc<Relay>,
-    tree: Arc<Tree>,
-    link: Link<TreeMsg>,
-    mut inbound: mpsc::Receiver<Inbound<TreeMsg>>,
-    out: mpsc::Sender<Inbound<TreeMsg>>,
-) {
-    let peer = link.peer().clone();
-    while let Some(item) = inbound.recv().await {
-        let item = match item {
-            Inbound::Request { body, responder } => match body.into_relay() {
-                Ok(msg) => {
-                    relay.answer(&tree, &peer, msg, responder);
-                    continue;
-                }
-                Err(body) => Inbound::Request { body, responder },
-            },
-            Inbound::Message(body) => match body.into_relay() {
-                Ok(RelayMsg::Revocations(list)) if peer.direction == Direction::Parent => {
-                    relay.revoked(&tree, list).await;
-                    continue;
-                }
-                Ok(other) => {
-                    warn!(peer = peer.name, ?other, "ignored a relay message");
-                    continue;
-                }
-                Err(body) => Inbound::Message(body),
-            },
-            other => other,
-        };
-        // Nobody serves the rest any more (shutdown): a dropped request answers Failed.
-        let _ = out.send(item).await;
-    }
-    relay
-        .realms
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&link.connection_id());
 }
