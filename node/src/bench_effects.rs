@@ -20,8 +20,12 @@
 //! The node runs in this process over a fresh data directory, with as many seats as jobs
 //! in flight (so `run` steps are not held back by seats the spawns do not need). Every
 //! measurement is taken `--rounds` times, flows and spawns in turn, so a disturbance of a
-//! shared machine hits a baseline as likely as what it is the baseline of: the best
-//! round's throughput counts, and the median round's latency.
+//! shared machine hits a baseline as likely as what it is the baseline of. A ratio is the
+//! median of the rounds' ratios, each of a flow and its baseline measured in the same
+//! round (a `set` flow's rate swings by half between rounds a second apart here, with
+//! the disk's flush time, and the best round of one against the best of another said
+//! more about those swings than about the step); the rates shown are the best round's,
+//! the latencies the median round's.
 
 use crate::bench::{Baseline, Measured, in_flight, measure, median, percentile};
 use crate::cli::{BenchEffectsArgs, BenchJobsArgs};
@@ -105,6 +109,15 @@ async fn request_once(addr: std::net::SocketAddr) -> Result<Duration, CliError> 
         ));
     }
     Ok(started.elapsed())
+}
+
+/// The throughput ratios: each the median over the rounds of a flow's rate over its
+/// baseline's in the same round.
+struct Ratios {
+    kv_over_set: f64,
+    run_over_spawn: f64,
+    http_over_set: f64,
+    http_over_request: f64,
 }
 
 /// A bare baseline's figures: the work of a step without the step.
@@ -222,6 +235,23 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
             http.push(measure(&node, &http_flow, &shape, &raw).await?);
             requested.push(bare(&args, move || request_once(server)).await?);
         }
+        // Each ratio pairs a flow with its baseline of the same round, where the same
+        // disturbance of a shared machine hits both, and takes the median of the
+        // rounds' ratios (as `bench tree` and `bench tunnel` do).
+        let paired = |flow: &[Measured], base: &dyn Fn(usize) -> f64| {
+            median(
+                flow.iter()
+                    .enumerate()
+                    .map(|(round, m)| m.jobs_per_s / base(round).max(1e-9))
+                    .collect(),
+            )
+        };
+        let ratios = Ratios {
+            kv_over_set: paired(&kv, &|r| set[r].jobs_per_s),
+            run_over_spawn: paired(&run, &|r| spawned[r].per_s),
+            http_over_set: paired(&http, &|r| set[r].jobs_per_s),
+            http_over_request: paired(&http, &|r| requested[r].per_s),
+        };
         Ok::<_, CliError>((
             best(set),
             best(kv),
@@ -229,6 +259,7 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
             Bare::of_rounds(&spawned),
             best(http),
             Bare::of_rounds(&requested),
+            ratios,
         ))
     }
     .await;
@@ -236,13 +267,15 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
         node.shutdown(Duration::ZERO).await;
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    let (set, kv, run, spawned, http, requested) = measured?;
+    let (set, kv, run, spawned, http, requested, ratios) = measured?;
     let (spawn_per_s, spawn_p50_ms) = (spawned.per_s, spawned.p50_ms);
-    let kv_over_set = kv.jobs_per_s / set.jobs_per_s.max(1e-9);
-    let run_over_spawn = run.jobs_per_s / spawn_per_s.max(1e-9);
+    let Ratios {
+        kv_over_set,
+        run_over_spawn,
+        http_over_set,
+        http_over_request,
+    } = ratios;
     let run_overhead_p50_ms = run.p50_ms - spawn_p50_ms;
-    let http_over_set = http.jobs_per_s / set.jobs_per_s.max(1e-9);
-    let http_over_request = http.jobs_per_s / requested.per_s.max(1e-9);
     let http_overhead_p50_ms = http.p50_ms - requested.p50_ms;
     let result = json!({
         "machine": { "cpus": crate::sys::cpus() },
