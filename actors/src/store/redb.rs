@@ -24,6 +24,9 @@ const TABLES: [TableDefinition<'static, &'static [u8], &'static [u8]>; Table::AL
     TableDefinition::new("groups"),
 ];
 
+/// A table of the store as redb opens it in a write transaction.
+type BytesTable<'txn> = redb::Table<'txn, &'static [u8], &'static [u8]>;
+
 fn definition(table: Table) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     TABLES[table.index()]
 }
@@ -185,7 +188,8 @@ impl Store for RedbStore {
         order.sort_unstable();
         let txn = db.begin_write().map_err(io)?;
         {
-            let mut open: Option<(usize, redb::Table<'_, &[u8], &[u8]>)> = None;
+            // The table open now, by its index.
+            let mut open: Option<(usize, BytesTable<'_>)> = None;
             for (table_index, key, at) in order {
                 let write = &writes[at];
                 if open.as_ref().is_none_or(|(index, _)| *index != table_index) {
