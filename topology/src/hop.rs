@@ -34,7 +34,7 @@
 //!   a projection says so ([`Reply::Unreachable`] with its `view`).
 
 use crate::msg::{CompleteVerdict, RenewVerdict, Reply, Summary, TopoMsg, Toward};
-use crate::{HOPS_MAX, PLACED_QUEUE_PER_SEAT, Projection, Projections, Role, Route, Topology};
+use crate::{HOPS_MAX, Projection, Projections, Role, Route, Topology};
 use palm_actors::bt::Outcome;
 use palm_actors::json::Json;
 use palm_actors::path::ClaimedEffect;
@@ -581,10 +581,10 @@ impl HopCore {
         )
     }
 
-    /// How many effects this node takes at once: its seats and a queue place per seat
-    /// ([`PLACED_QUEUE_PER_SEAT`]), as its parent's placement counts them.
+    /// How many effects this node takes at once, as its parent's placement counts them
+    /// ([`crate::takes`]).
     fn takes(&self) -> u32 {
-        self.local.seats.saturating_mul(1 + PLACED_QUEUE_PER_SEAT)
+        crate::takes(self.local.seats)
     }
 
     /// The tree as this node sees it (`palm tree`).

@@ -125,6 +125,14 @@ pub enum Placement {
 /// lease is renewed while it waits as a running one's is.
 pub const PLACED_QUEUE_PER_SEAT: u32 = 1;
 
+/// How many placed effects a node with `seats` seats takes at once: its seats and
+/// [`PLACED_QUEUE_PER_SEAT`] queue places per seat. A parent places up to this many
+/// (`Topology::placement_targets`) and the node accepts up to this many
+/// (`HopCore::on_place`): one formula, so the two never disagree.
+pub fn takes(seats: u32) -> u32 {
+    seats.saturating_mul(1 + PLACED_QUEUE_PER_SEAT)
+}
+
 /// A node of the subtree that can take placed work (see
 /// [`Topology::placement_targets`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -364,8 +372,7 @@ impl Topology {
     /// child only reports the grandchildren it is linked to).
     pub fn placement_targets(&self, now: u64) -> Vec<Target> {
         fn walk(via: &str, summary: &Summary, hops: u32, out: &mut Vec<Target>) {
-            let takes = summary.seats.saturating_mul(1 + PLACED_QUEUE_PER_SEAT);
-            let free = takes.saturating_sub(summary.busy);
+            let free = takes(summary.seats).saturating_sub(summary.busy);
             if free > 0 {
                 out.push(Target {
                     via: via.to_owned(),

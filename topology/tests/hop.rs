@@ -235,6 +235,18 @@ impl Net {
         }
     }
 
+    /// Makes an effect needing `gpu` claimable at `home` and runs `home`'s placer now,
+    /// acting on what it asks (without moving time or delivering frames).
+    fn offer_and_place(&mut self, home: &str, key: &str, token: u64) {
+        let now = self.now;
+        self.host(home)
+            .claimable
+            .push_back(effect(key, token, &["gpu"], now + 60_000));
+        self.core(home).wake_placer(now);
+        self.core(home).handle_timeout(now);
+        self.drain(home);
+    }
+
     /// Moves time forward by `ms` in steps of at most 100 ms, firing timers.
     fn advance(&mut self, ms: u64) {
         let end = self.now + ms;
@@ -772,22 +784,12 @@ fn a_wake_during_a_placement_round_runs_the_next_round_when_it_ends() {
     let mut net = Net::three();
     let now = net.now;
     net.host("root").hold_claims = true;
-    net.host("root")
-        .claimable
-        .push_back(effect("root-1/0/1", 1, &["gpu"], now + 60_000));
-    net.core("root").wake_placer(now);
-    net.core("root").handle_timeout(now);
-    net.drain("root");
+    net.offer_and_place("root", "root-1/0/1", 1);
     // One claim per target (the realm, the edge below it), held by the host.
     let rounds = std::mem::take(&mut net.host("root").held);
     assert!(!rounds.is_empty(), "a round asked to claim");
     // More work while the round's claims are being made durable: the wake is kept.
-    net.host("root")
-        .claimable
-        .push_back(effect("root-2/0/1", 2, &["gpu"], now + 60_000));
-    net.core("root").wake_placer(now);
-    net.core("root").handle_timeout(now);
-    net.drain("root");
+    net.offer_and_place("root", "root-2/0/1", 2);
     assert!(
         net.host("root").held.is_empty(),
         "the round in flight holds every free seat"
@@ -863,12 +865,7 @@ fn seats_a_round_holds_are_not_reported_up_as_busy() {
     // The realm homes jobs too: its round holds the edge's seats while its claim is
     // being made durable.
     net.host("realm").hold_claims = true;
-    net.host("realm")
-        .claimable
-        .push_back(effect("rlm-1/0/1", 1, &["gpu"], now + 60_000));
-    net.core("realm").wake_placer(now);
-    net.core("realm").handle_timeout(now);
-    net.drain("realm");
+    net.offer_and_place("realm", "rlm-1/0/1", 1);
     assert!(!net.host("realm").held.is_empty(), "a round is in flight");
     // What the root hears of the edge: nothing runs there, so nothing is busy (a held
     // seat reported up would starve the root's own placements on that edge).
