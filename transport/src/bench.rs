@@ -2,7 +2,8 @@
 //! against a bare quinn echo of length-prefixed frames measured in the same run.
 //!
 //! **Link**: a root (in-memory trust book) and a child enrolled with a token, linked with
-//! mTLS; the root answers every request with its body. Measured: 64-byte requests one at a
+//! mTLS; the root answers every request with its body ([`Payload`]: 64 bytes, written
+//! whole, as the bare echo writes them). Measured: 64-byte requests one at a
 //! time (rate, RTT p50/p99) and with 64 in flight (rate), and bulk throughput through
 //! [`Link::transfer`] streams.
 //!
@@ -30,6 +31,38 @@ use tokio::sync::{Semaphore, mpsc};
 
 /// Payload of one request.
 pub const PAYLOAD_BYTES: usize = 64;
+
+/// A request's body: opaque bytes, encoded as one length-prefixed byte string. (A plain
+/// `Vec<u8>` goes through serde as a sequence of 64 separate integers, a cost of serde's
+/// and not of the link, which no tree message pays: their strings and byte fields are
+/// written whole.)
+#[derive(Clone, Debug, PartialEq)]
+pub struct Payload(pub Vec<u8>);
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl serde::de::Visitor<'_> for Bytes {
+            type Value = Payload;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a byte string")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Payload, E> {
+                Ok(Payload(bytes.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Payload, E> {
+                Ok(Payload(bytes))
+            }
+        }
+        deserializer.deserialize_byte_buf(Bytes)
+    }
+}
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -222,8 +255,8 @@ pub async fn tunnel(options: &BenchOptions) -> Result<TunnelReport, String> {
 
 /// A root and an enrolled child linked with mTLS on loopback; the root echoes requests.
 struct LinkRig {
-    link: Link<Vec<u8>>,
-    listener: Listener<Vec<u8>>,
+    link: Link<Payload>,
+    listener: Listener<Payload>,
     bulk_received: Arc<AtomicU64>,
     _endpoint: quinn::Endpoint,
 }
@@ -237,7 +270,7 @@ impl LinkRig {
         let ca = TreeCa::generate().map_err(|e| e.to_string())?;
         let root_identity = ca.issue_identity("bench-root").map_err(|e| e.to_string())?;
         let authority = Arc::new(Authority::new(ca, TrustBook::default(), None));
-        let (tx, mut events) = mpsc::channel::<LinkEvent<Vec<u8>>>(64);
+        let (tx, mut events) = mpsc::channel::<LinkEvent<Payload>>(64);
         let hello = Hello {
             name: "bench-root".into(),
             role: Role::Root,
@@ -290,8 +323,8 @@ impl LinkRig {
             software: env!("CARGO_PKG_VERSION").into(),
         };
         let (endpoint, link, _inbound) =
-            dial::<Vec<u8>>(&addr.to_string(), client, &me, &config).await?;
-        let payload = vec![0x5a; PAYLOAD_BYTES];
+            dial::<Payload>(&addr.to_string(), client, &me, &config).await?;
+        let payload = Payload(vec![0x5a; PAYLOAD_BYTES]);
         // Warm up.
         for _ in 0..2_000 {
             link.request(payload.clone())
@@ -307,7 +340,7 @@ impl LinkRig {
     }
 
     async fn one_at_a_time(&self, seconds: f64) -> Result<(f64, Vec<Duration>), String> {
-        let payload = vec![0x5a; PAYLOAD_BYTES];
+        let payload = Payload(vec![0x5a; PAYLOAD_BYTES]);
         one_at_a_time(seconds, || {
             let link = self.link.clone();
             let payload = payload.clone();
@@ -343,7 +376,7 @@ where
     Ok((rtts.len() as f64 / started.elapsed().as_secs_f64(), rtts))
 }
 
-async fn pipelined_link(link: &Link<Vec<u8>>, options: &BenchOptions) -> Result<f64, String> {
+async fn pipelined_link(link: &Link<Payload>, options: &BenchOptions) -> Result<f64, String> {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs_f64(options.seconds);
     let started = Instant::now();
@@ -352,7 +385,7 @@ async fn pipelined_link(link: &Link<Vec<u8>>, options: &BenchOptions) -> Result<
         let link = link.clone();
         let done = Arc::clone(&done);
         workers.push(tokio::spawn(async move {
-            let payload = vec![0x5a; PAYLOAD_BYTES];
+            let payload = Payload(vec![0x5a; PAYLOAD_BYTES]);
             while Instant::now() < deadline {
                 link.request(payload.clone())
                     .await
@@ -369,7 +402,7 @@ async fn pipelined_link(link: &Link<Vec<u8>>, options: &BenchOptions) -> Result<
 }
 
 async fn bulk_link(
-    link: &Link<Vec<u8>>,
+    link: &Link<Payload>,
     received: &AtomicU64,
     total: usize,
 ) -> Result<f64, String> {
