@@ -36,6 +36,9 @@ pub(crate) struct Measured {
     pub(crate) p99_ms: f64,
     pub(crate) shapes: Vec<(usize, usize)>,
     baseline_s: f64,
+    /// Seconds a bare redb store took to commit the very batches the node committed
+    /// (same keys, values and tables, each flushed): the store's share of the work.
+    pub(crate) replay_s: f64,
     /// CPU (user + system) of this process and of the children it waited for, per job of
     /// the throughput run, in milliseconds.
     pub(crate) cpu_ms_per_job: f64,
@@ -104,6 +107,29 @@ pub(crate) enum Baseline<'a> {
     Postgres(&'a str),
 }
 
+/// Commits `batches` as they are to a fresh redb file, each flushed; returns the
+/// seconds taken.
+fn replay(batches: &[WriteBatch]) -> Result<f64, CliError> {
+    let fail = |e: palm_actors::store::StoreError| CliError::failure("bench", e.to_string());
+    static REPLAYS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let file = std::env::temp_dir().join(format!(
+        "palm-bench-replay-{}-{}.redb",
+        std::process::id(),
+        REPLAYS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let replayed = (|| {
+        let store = RedbStore::open(&file).map_err(fail)?;
+        let started = Instant::now();
+        for batch in batches {
+            store.commit(batch).map_err(fail)?;
+            store.flush().map_err(fail)?;
+        }
+        Ok(started.elapsed().as_secs_f64())
+    })();
+    let _ = std::fs::remove_file(&file);
+    replayed
+}
+
 /// Commits raw inserts in exactly the given shapes; returns the seconds taken.
 fn baseline(to: &Baseline<'_>, shapes: &[(usize, usize)]) -> Result<f64, CliError> {
     let fail = |e: palm_actors::store::StoreError| CliError::failure("bench", e.to_string());
@@ -160,7 +186,7 @@ pub(crate) async fn measure(
         submit_and_wait(node, source).await?;
     }
     let stats = &node.genome().stats;
-    *stats.shapes.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+    *stats.batches.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
     let work = {
         let node = Arc::clone(node);
         let source: Arc<str> = Arc::from(source);
@@ -170,18 +196,20 @@ pub(crate) async fn measure(
         }
     };
     let ran = in_flight(args.jobs, args.in_flight, work).await?;
-    let shapes = stats
-        .shapes
+    let batches = stats
+        .batches
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take()
         .unwrap_or_default();
+    let shapes: Vec<(usize, usize)> = batches.iter().map(|b| (b.len(), b.bytes())).collect();
     let mut latencies = Vec::with_capacity(args.samples);
     for _ in 0..args.samples {
         latencies.push(submit_and_wait(node, source).await?);
     }
     latencies.sort();
     let baseline_s = tokio::task::block_in_place(|| baseline(raw, &shapes))?;
+    let replay_s = tokio::task::block_in_place(|| replay(&batches))?;
     Ok(Measured {
         jobs_per_s: ran.per_s,
         seconds: ran.seconds,
@@ -189,6 +217,7 @@ pub(crate) async fn measure(
         p99_ms: percentile(&latencies, 0.99),
         shapes,
         baseline_s,
+        replay_s,
         cpu_ms_per_job: ran.cpu_ms_per_op,
     })
 }

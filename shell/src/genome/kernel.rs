@@ -826,13 +826,13 @@ fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
     stats
         .bytes
         .fetch_add(batch.bytes() as u64, Ordering::Relaxed);
-    if let Some(shapes) = stats
-        .shapes
+    if let Some(batches) = stats
+        .batches
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_mut()
     {
-        shapes.push((batch.len(), batch.bytes()));
+        batches.push(batch.clone());
     }
     Ok(())
 }

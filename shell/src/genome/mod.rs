@@ -123,8 +123,9 @@ pub struct Stats {
     pub writes: AtomicU64,
     /// Bytes committed (keys and values).
     pub bytes: AtomicU64,
-    /// When set, the shape `(writes, bytes)` of every commit (for `palm bench`'s baseline).
-    pub shapes: std::sync::Mutex<Option<Vec<(usize, usize)>>>,
+    /// When set, a copy of every batch committed (for `palm bench`'s baselines: the
+    /// shapes of its commits, and the same batches committed to a bare store).
+    pub batches: std::sync::Mutex<Option<Vec<palm_actors::store::WriteBatch>>>,
 }
 
 /// What the genome's organs ask of the tree organ (`crate::link::Tree`). A trait
