@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{Client, Up, data_dir, eventually, example, palm, processes_matching};
+use common::{
+    Client, Up, data_dir, eventually, example, palm, processes_matching, processes_running,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -126,9 +128,13 @@ fn race_finishes_fast_and_kills_the_slow_branch() {
             .any(|e| e["state"] == "cancelled"),
         "{view}"
     );
+    // The branch's shell (its command line holds the whole command) and its `sleep`.
     assert!(
-        eventually(Duration::from_secs(3), || processes_matching("sleep 30")
-            .is_empty()),
+        eventually(Duration::from_secs(3), || processes_matching(
+            "sleep 30; echo slow"
+        )
+        .is_empty()
+            && processes_running(&["sleep", "30"]).is_empty()),
         "the slow branch's `sleep 30` is still running"
     );
 }

@@ -246,6 +246,31 @@ pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
+/// Processes whose argument vector is exactly `argv` (a `sleep 30` and not a
+/// `sleep 300` someone else runs on the machine).
+pub fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let args: Vec<&[u8]> = cmdline
+                .strip_suffix(b"\0")
+                .unwrap_or(&cmdline)
+                .split(|b| *b == 0)
+                .collect();
+            if args.len() == argv.len() && args.iter().zip(argv).all(|(a, b)| *a == b.as_bytes()) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
 /// Processes whose command line contains `needle`.
 pub fn processes_matching(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
