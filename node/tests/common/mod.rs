@@ -249,30 +249,28 @@ pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
 /// Processes whose argument vector is exactly `argv` (a `sleep 30` and not a
 /// `sleep 300` someone else runs on the machine).
 pub fn processes_running(argv: &[&str]) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let args: Vec<&[u8]> = cmdline
-                .strip_suffix(b"\0")
-                .unwrap_or(&cmdline)
-                .split(|b| *b == 0)
-                .collect();
-            if args.len() == argv.len() && args.iter().zip(argv).all(|(a, b)| *a == b.as_bytes()) {
-                found.push(pid);
-            }
-        }
-    }
-    found
+    processes_where(|cmdline| {
+        let args: Vec<&[u8]> = cmdline
+            .strip_suffix(b"\0")
+            .unwrap_or(cmdline)
+            .split(|b| *b == 0)
+            .collect();
+        args.len() == argv.len() && args.iter().zip(argv).all(|(a, b)| *a == b.as_bytes())
+    })
 }
 
 /// Processes whose command line contains `needle`.
 pub fn processes_matching(needle: &str) -> Vec<u32> {
+    processes_where(|cmdline| {
+        String::from_utf8_lossy(cmdline)
+            .replace('\0', " ")
+            .contains(needle)
+    })
+}
+
+/// Processes whose raw `/proc/PID/cmdline` (arguments each ended by a NUL) satisfies
+/// `matches`.
+fn processes_where(matches: impl Fn(&[u8]) -> bool) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -281,11 +279,10 @@ pub fn processes_matching(needle: &str) -> Vec<u32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(needle) {
-                found.push(pid);
-            }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && matches(&cmdline)
+        {
+            found.push(pid);
         }
     }
     found
