@@ -85,6 +85,43 @@ fn an_effect_s_request_is_numbered_by_the_batch_that_holds_it() {
 }
 
 #[test]
+fn a_job_s_writes_are_numbered_by_the_batch_that_holds_the_last() {
+    // What a host checks before answering a read of a job at once: whether any write of
+    // it is in the pending batch or the one taken before it (whose commit may be in
+    // flight).
+    let mut host = Host::new();
+    let submitted_in = host.path.generation();
+    let job = host.submit_source(&example("hello"), json!({})).job;
+    assert_eq!(host.path.written_in(&job), Some(submitted_in));
+    // A claim writes the effect, not the job; its batch is taken, so the submit's
+    // writes are older than the last two batches.
+    let effect = host.claim().expect("run");
+    assert_eq!(host.path.written_in(&job), None);
+    // Completing writes the job again, into the pending batch until it is taken.
+    host.path
+        .complete(
+            host.now,
+            &effect.key,
+            effect.token,
+            Outcome::Run(palm_actors::bt::RunResult {
+                exit_code: Some(0),
+                stdout: "hello world\n".into(),
+                ..Default::default()
+            }),
+            None,
+        )
+        .expect("completed");
+    assert_eq!(host.path.written_in(&job), Some(host.path.generation()));
+    let completed_in = host.path.generation();
+    host.commit();
+    assert_eq!(host.path.written_in(&job), Some(completed_in));
+    assert_eq!(host.view(&job).status, JobStatus::Succeeded);
+    // Another job's batch taken after it: every write of this one is older.
+    host.submit_source(&example("hello"), json!({}));
+    assert_eq!(host.path.written_in(&job), None);
+}
+
+#[test]
 fn hello_with_input_and_a_failing_check() {
     let mut host = Host::new();
     let submitted = host.submit_source(&example("hello"), json!({"who": "palm"}));

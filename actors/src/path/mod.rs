@@ -461,6 +461,10 @@ pub struct JobPath {
     /// next take (its writes are durable by then; see [`JobPath::take_batch`]).
     touched: HashSet<String>,
     touched_taken: HashSet<String>,
+    /// Jobs whose record the batch being built writes, and the one taken before it (see
+    /// [`JobPath::written_in`]); older writes are durable once that batch is.
+    written: HashSet<String>,
+    written_taken: HashSet<String>,
     /// Recently finished jobs, oldest first in `finished_order`.
     finished: HashMap<String, JobCore>,
     finished_order: VecDeque<String>,
@@ -614,6 +618,8 @@ impl JobPath {
             dormant: BTreeSet::new(),
             touched: HashSet::new(),
             touched_taken: HashSet::new(),
+            written: HashSet::new(),
+            written_taken: HashSet::new(),
             finished: HashMap::new(),
             finished_order: VecDeque::new(),
             effects: HashMap::new(),
@@ -876,6 +882,7 @@ impl JobPath {
         // The batch before this one is committed by now (a host commits its batches in
         // order, one at a time): its start keys are readable from the store.
         self.starts_taken = std::mem::take(&mut self.starts);
+        self.written_taken = std::mem::take(&mut self.written);
         self.unforced = 0;
         self.generation += 1;
         self.fresh_ready = 0;
@@ -917,6 +924,21 @@ impl JobPath {
     /// rather than every write made so far.
     pub fn request_generation(&self, key: &str) -> Option<u64> {
         self.requested_in.get(key).copied()
+    }
+
+    /// The [`JobPath::generation`] of the last batch that wrote job `job` (its journal
+    /// and record), when that is the pending batch or the one taken before it; `None`
+    /// when every write of the job is older. A host that commits its batches in order
+    /// can tell from it when what memory shows of the job is durable: a read of it
+    /// may then be answered at once rather than after the next commit.
+    pub fn written_in(&self, job: &str) -> Option<u64> {
+        if self.written.contains(job) {
+            Some(self.generation)
+        } else if self.written_taken.contains(job) {
+            self.generation.checked_sub(1)
+        } else {
+            None
+        }
     }
 
     /// True when there are writes that need a commit (writes made under
@@ -1595,6 +1617,9 @@ impl JobPath {
         };
         self.batch
             .put(Table::Jobs, job_id.as_bytes().to_vec(), encode(&record));
+        if !self.written.contains(job_id) {
+            self.written.insert(job_id.to_owned());
+        }
         // Parked by this step: it may leave memory once this batch is durable. (A job
         // that leaves `waiting` needs no entry: it cannot sleep.)
         if record.status == JobStatus::Waiting && !self.touched.contains(job_id) {

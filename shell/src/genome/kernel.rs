@@ -13,6 +13,10 @@
 //! is durable the committer sends the sealed replies, wakes the seats and tells the kernel
 //! (`Committed`), which seals the next batch if anything is pending.
 //!
+//! One read is answered at once: a `wait` for a settled job that no batch still pending
+//! or committing has written (`KernelState::durable_now`). Memory then shows exactly what
+//! is durable, and a client that submits and then waits is not held a second commit.
+//!
 //! A failed commit is fatal to this kernel instance (its memory is ahead of the store):
 //! the handler returns an error, the sealed replies are dropped (their callers see the
 //! kernel gone), and the supervisor starts a fresh kernel from the store.
@@ -29,7 +33,7 @@ use palm_api::protocol::{Request, Response};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tracing::{debug, error, info, warn};
 
@@ -170,6 +174,12 @@ pub struct KernelState {
     committing_generation: Option<u64>,
     /// Replies that wait only for the commit in flight (see `KernelState::after_request`).
     after_commit: Vec<Deferred>,
+    /// One past the job path's generation of the last batch the store has made durable
+    /// (batches are durable in order): set by the committing thread as its commit
+    /// returns, before the batch's replies go out and before the kernel hears
+    /// `Committed`. A client answered by that commit asks again before then (a submit's
+    /// answer, then a wait for the job); see `KernelState::durable_now`.
+    durable_below: Arc<AtomicU64>,
 }
 
 /// A sealed batch and everything that may happen only once it is durable.
@@ -243,6 +253,7 @@ impl Actor for Kernel {
             committing: None,
             committing_generation: None,
             after_commit: Vec::new(),
+            durable_below: Arc::new(AtomicU64::new(0)),
         };
         state.commit_now()?;
         // The place book holds the places of active jobs (and lets go of the places of
@@ -522,13 +533,22 @@ fn handle_one(
 
 impl KernelState {
     /// A control request: answered after the commit of what it wrote, after the next
-    /// seal for a read, or when its job settles for a watch.
+    /// seal for a read (at once for a wait on a settled job whose writes are all
+    /// durable), or when its job settles for a watch.
     fn call(&mut self, request: Request, reply: RpcReplyPort<Response>) {
         match self.desk.answer(request, self.genome.accepting_work()) {
             Answer::AfterCommit(response) => self.defer(move || {
                 let _ = reply.send(response);
             }),
-            Answer::Read(request) => self.reads.push((request, reply)),
+            Answer::Read(request) => match &request {
+                // A settled job that no batch pending or committing has written: memory
+                // shows exactly what is durable, so the answer waits for no commit.
+                Request::Wait { job, .. } if self.durable_now(job) => {
+                    let response = self.desk.read(request, None);
+                    let _ = reply.send(response);
+                }
+                _ => self.reads.push((request, reply)),
+            },
             Answer::Watch(job) => {
                 // A waiter that gave up (timed out) leaves a closed port behind: drop
                 // those, so polling a job that never settles cannot grow this list
@@ -563,6 +583,16 @@ impl KernelState {
             // this path's effect at all (placed here by a home elsewhere, whose claim
             // for this node was durable before this node heard of it).
             _ => reply(),
+        }
+    }
+
+    /// True when every write of job `job` is durable: none in the pending batch, and the
+    /// batch before it, if it wrote the job, committed.
+    fn durable_now(&self, job: &str) -> bool {
+        match self.desk.path.written_in(job) {
+            Some(generation) if generation >= self.desk.path.generation() => false,
+            Some(generation) => generation < self.durable_below.load(Ordering::Acquire),
+            None => true,
         }
     }
 
@@ -757,6 +787,7 @@ impl KernelState {
         }
         let genome = Arc::clone(&self.genome);
         let myself = myself.clone();
+        let durable_below = Arc::clone(&self.durable_below);
         self.committing_generation = Some(sealed.generation);
         self.committing = Some(tokio::task::spawn_blocking(move || {
             // A panicking store must not leave the kernel waiting for `Committed` forever.
@@ -765,6 +796,7 @@ impl KernelState {
             }))
             .unwrap_or_else(|_| Err("the store panicked while committing".to_owned()));
             if result.is_ok() {
+                durable_below.store(sealed.generation + 1, Ordering::Release);
                 complete(&genome, sealed);
             }
             let _ = myself.cast(KernelMsg::Committed(result));
@@ -778,6 +810,8 @@ impl KernelState {
         if !sealed.batch.is_empty() {
             let genome = Arc::clone(&self.genome);
             tokio::task::block_in_place(|| durable(&genome, &sealed.batch))?;
+            self.durable_below
+                .store(sealed.generation + 1, Ordering::Release);
         }
         complete(&self.genome, sealed);
         Ok(())
