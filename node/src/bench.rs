@@ -42,6 +42,9 @@ pub(crate) struct Measured {
     /// CPU (user + system) of this process and of the children it waited for, per job of
     /// the throughput run, in milliseconds.
     pub(crate) cpu_ms_per_job: f64,
+    /// The share of the throughput run's wall time the node spent committing: near 1, the
+    /// flow waits on its store; well under, on the work between its commits.
+    pub(crate) store_busy: f64,
 }
 
 async fn submit_and_wait(node: &Node, source: &str) -> Result<Duration, CliError> {
@@ -195,7 +198,13 @@ pub(crate) async fn measure(
             async move { submit_and_wait(&node, &source).await }
         }
     };
+    let committing = stats.commit_nanos.load(Ordering::Relaxed);
     let ran = in_flight(args.jobs, args.in_flight, work).await?;
+    let store_busy = stats
+        .commit_nanos
+        .load(Ordering::Relaxed)
+        .saturating_sub(committing) as f64
+        / (ran.seconds * 1e9).max(1.0);
     let batches = stats
         .batches
         .lock()
@@ -219,6 +228,7 @@ pub(crate) async fn measure(
         baseline_s,
         replay_s,
         cpu_ms_per_job: ran.cpu_ms_per_op,
+        store_busy,
     })
 }
 

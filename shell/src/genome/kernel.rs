@@ -848,11 +848,15 @@ fn inline_kv(request: &palm_actors::bt::EffectRequest) -> Option<(&str, &str, &s
 /// Commits and flushes one batch, and counts it.
 fn durable(genome: &Genome, batch: &WriteBatch) -> Result<(), String> {
     let store: &dyn Store = &*genome.store;
+    let started = std::time::Instant::now();
     store
         .commit(batch)
         .and_then(|()| store.flush())
         .map_err(|err| err.to_string())?;
     let stats = &genome.stats;
+    stats
+        .commit_nanos
+        .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
     stats.commits.fetch_add(1, Ordering::Relaxed);
     stats
         .writes

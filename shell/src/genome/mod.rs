@@ -123,6 +123,9 @@ pub struct Stats {
     pub writes: AtomicU64,
     /// Bytes committed (keys and values).
     pub bytes: AtomicU64,
+    /// Nanoseconds spent committing and flushing: over a run's wall time, how much of it
+    /// the store was busy (`palm bench`'s `store_busy`).
+    pub commit_nanos: AtomicU64,
     /// When set, a copy of every batch committed (for `palm bench`'s baselines: the
     /// shapes of its commits, and the same batches committed to a bare store).
     pub batches: std::sync::Mutex<Option<Vec<palm_actors::store::WriteBatch>>>,
