@@ -13,9 +13,10 @@
 //! is durable the committer sends the sealed replies, wakes the seats and tells the kernel
 //! (`Committed`), which seals the next batch if anything is pending.
 //!
-//! One read is answered at once: a `wait` for a settled job that no batch still pending
-//! or committing has written (`KernelState::durable_now`). Memory then shows exactly what
-//! is durable, and a client that submits and then waits is not held a second commit.
+//! One read is answered at once: a `wait` for a settled job with no effect in flight that
+//! no batch still pending or committing has written (`KernelState::durable_now`). Memory
+//! then shows exactly what is durable, and a client that submits and then waits is not
+//! held a second commit.
 //!
 //! A failed commit is fatal to this kernel instance (its memory is ahead of the store):
 //! the handler returns an error, the sealed replies are dropped (their callers see the
@@ -541,8 +542,9 @@ impl KernelState {
                 let _ = reply.send(response);
             }),
             Answer::Read(request) => match &request {
-                // A settled job that no batch pending or committing has written: memory
-                // shows exactly what is durable, so the answer waits for no commit.
+                // A settled job with nothing in flight that no batch pending or
+                // committing has written: memory shows exactly what is durable, so the
+                // answer waits for no commit.
                 Request::Wait { job, .. } if self.durable_now(job) => {
                     let response = self.desk.read(request, None);
                     let _ = reply.send(response);
@@ -586,9 +588,16 @@ impl KernelState {
         }
     }
 
-    /// True when every write of job `job` is durable: none in the pending batch, and the
-    /// batch before it, if it wrote the job, committed.
+    /// True when what memory shows of job `job` is durable: it has no effect in flight
+    /// (whose claim, written unforced, may not be), and every write of it is — none in
+    /// the pending batch, and the batch before it, if it wrote the job, committed.
     fn durable_now(&self, job: &str) -> bool {
+        let quiet = self.desk.path.job_core(job).is_none_or(|core| {
+            core.status().is_terminal() || core.engine().outstanding().is_empty()
+        });
+        if !quiet {
+            return false;
+        }
         match self.desk.path.written_in(job) {
             Some(generation) if generation >= self.desk.path.generation() => false,
             Some(generation) => generation < self.durable_below.load(Ordering::Acquire),
