@@ -98,19 +98,7 @@ fn a_job_s_writes_are_numbered_by_the_batch_that_holds_the_last() {
     let effect = host.claim().expect("run");
     assert_eq!(host.path.written_in(&job), None);
     // Completing writes the job again, into the pending batch until it is taken.
-    host.path
-        .complete(
-            host.now,
-            &effect.key,
-            effect.token,
-            Outcome::Run(palm_actors::bt::RunResult {
-                exit_code: Some(0),
-                stdout: "hello world\n".into(),
-                ..Default::default()
-            }),
-            None,
-        )
-        .expect("completed");
+    host.complete_run_uncommitted(&effect, 0, "hello world\n");
     assert_eq!(host.path.written_in(&job), Some(host.path.generation()));
     let completed_in = host.path.generation();
     host.commit();
@@ -836,24 +824,8 @@ fn a_finished_job_is_viewed_from_memory_before_its_batch_is_committed() {
     let mut host = Host::new();
     let submitted = host.submit_source(&example("hello"), json!({}));
     let effect = host.claim().expect("run");
-    let completed = host
-        .path
-        .complete(
-            host.now,
-            &effect.key,
-            effect.token,
-            Outcome::Run(palm_actors::bt::RunResult {
-                exit_code: Some(0),
-                stdout: "hello world\n".into(),
-                stderr: String::new(),
-                duration_ms: 1,
-                timed_out: false,
-                error: None,
-            }),
-            None,
-        )
-        .expect("complete");
-    assert_eq!(completed.status, JobStatus::Succeeded);
+    let status = host.complete_run_uncommitted(&effect, 0, "hello world\n");
+    assert_eq!(status, JobStatus::Succeeded);
     assert!(host.path.active_job(&submitted.job).is_none());
     assert!(host.path.has_writes(), "the final batch is still pending");
     assert_eq!(host.view(&submitted.job).status, JobStatus::Succeeded);

@@ -96,8 +96,20 @@ impl Host {
         exit_code: i32,
         stdout: &str,
     ) -> JobStatus {
-        let status = self
-            .path
+        let status = self.complete_run_uncommitted(effect, exit_code, stdout);
+        self.commit();
+        status
+    }
+
+    /// Completes a run effect like [`Host::complete_run`], leaving its writes in the
+    /// pending batch (the host has not committed yet).
+    pub fn complete_run_uncommitted(
+        &mut self,
+        effect: &ClaimedEffect,
+        exit_code: i32,
+        stdout: &str,
+    ) -> JobStatus {
+        self.path
             .complete(
                 self.now,
                 &effect.key,
@@ -113,9 +125,7 @@ impl Host {
                 Some("local".to_owned()),
             )
             .expect("complete")
-            .status;
-        self.commit();
-        status
+            .status
     }
 
     /// Completes a `call` effect with a provider's answer.
