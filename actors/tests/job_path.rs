@@ -1350,9 +1350,67 @@ fn claim_fresh_looks_only_at_effects_requested_since_the_last_take() {
             .claim_fresh(host.now, "n/kernel", &|_, _| true)
             .is_none()
     );
-    let store = host.store.clone();
-    let third = host
+    let turned_down = submit_uncommitted(&mut host);
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| false)
+            .is_none(),
+        "the filter is honoured"
+    );
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| true)
+            .is_none(),
+        "an effect turned down is not offered again"
+    );
+    // Of two fresh effects, the first turned down and the second taken; a third made
+    // ready after is offered, the one turned down is not.
+    let skipped = submit_uncommitted(&mut host);
+    let taken = submit_uncommitted(&mut host);
+    let only = |wanted: String| move |job: &str, _: &EffectRequest| job == wanted;
+    let fresh = host
         .path
+        .claim_fresh(host.now, "n/kernel", &only(taken.clone()))
+        .expect("the second fresh effect");
+    assert_eq!(fresh.job, taken);
+    let third = submit_uncommitted(&mut host);
+    let fresh = host
+        .path
+        .claim_fresh(host.now, "n/kernel", &|_, _| true)
+        .expect("the fresh effect");
+    assert_eq!(fresh.job, third);
+    // One taken leaves those made ready after it to be looked at.
+    let first = submit_uncommitted(&mut host);
+    let second = submit_uncommitted(&mut host);
+    let fresh = host
+        .path
+        .claim_fresh(host.now, "n/kernel", &only(first.clone()))
+        .expect("the first");
+    assert_eq!(fresh.job, first);
+    let fresh = host
+        .path
+        .claim_fresh(host.now, "n/kernel", &|_, _| true)
+        .expect("the one after it, not yet looked at");
+    assert_eq!(fresh.job, second);
+    assert!(
+        host.path
+            .claim_fresh(host.now, "n/kernel", &|_, _| true)
+            .is_none()
+    );
+    // The others stay in order for seats.
+    for (seat, job) in [old, new, turned_down, skipped].into_iter().enumerate() {
+        let claimed = host
+            .path
+            .claim(host.now, &format!("n/seat-{seat}"), &|_, _| true)
+            .expect("ready for seats");
+        assert_eq!(claimed.job, job);
+    }
+}
+
+/// Submits `hello` without committing (its effect is fresh).
+fn submit_uncommitted(host: &mut Host) -> String {
+    let store = host.store.clone();
+    host.path
         .submit(
             host.now,
             SubmitRequest {
@@ -1367,32 +1425,5 @@ fn claim_fresh_looks_only_at_effects_requested_since_the_last_take() {
             &*store,
         )
         .expect("submit")
-        .job;
-    assert!(
-        host.path
-            .claim_fresh(host.now, "n/kernel", &|_, _| false)
-            .is_none(),
-        "the filter is honoured"
-    );
-    let fresh = host
-        .path
-        .claim_fresh(host.now, "n/kernel", &|_, _| true)
-        .expect("the fresh effect");
-    assert_eq!(fresh.job, third);
-    assert!(
-        host.path
-            .claim_fresh(host.now, "n/kernel", &|_, _| true)
-            .is_none()
-    );
-    // The others stay in order for seats.
-    let seat = host
-        .path
-        .claim(host.now, "n/seat-0", &|_, _| true)
-        .expect("old");
-    assert_eq!(seat.job, old);
-    let seat = host
-        .path
-        .claim(host.now, "n/seat-1", &|_, _| true)
-        .expect("new");
-    assert_eq!(seat.job, new);
+        .job
 }

@@ -470,8 +470,8 @@ pub struct JobPath {
     finished_order: VecDeque<String>,
     effects: HashMap<String, EffectRecord>,
     ready: VecDeque<String>,
-    /// Effects requested since the last take, at the back of `ready` (a hint for
-    /// [`JobPath::claim_fresh`]).
+    /// Effects requested since the last take that no [`JobPath::claim_fresh`] has looked
+    /// at yet, at the back of `ready`.
     fresh_ready: usize,
     timers: BTreeSet<(u64, String)>,
     leases: BTreeSet<(u64, String)>,
@@ -1850,9 +1850,11 @@ impl JobPath {
     }
 
     /// Like [`JobPath::claim`], among the effects made ready since the last
-    /// [`JobPath::take_batch`] only (the back of the queue, as far as it still holds
-    /// them): for a host that runs some kinds of effect itself as they appear, without
-    /// walking a long queue of others at every seal. One it misses stays ready for seats.
+    /// [`JobPath::take_batch`] that no call before looked at (the back of the queue, as
+    /// far as it still holds them): for a host that runs some kinds of effect itself as
+    /// they appear, after every message, without walking a long queue of others each
+    /// time. `accept` must say the same of an effect every time it is asked: one it turns
+    /// down is not offered again and stays ready for seats.
     pub fn claim_fresh(
         &mut self,
         now: u64,
@@ -1860,13 +1862,18 @@ impl JobPath {
         accept: &dyn Fn(&str, &EffectRequest) -> bool,
     ) -> Option<ClaimedEffect> {
         let fresh = self.fresh_ready.min(self.ready.len());
-        let at = (self.ready.len() - fresh..self.ready.len()).find(|&at| {
+        let found = (self.ready.len() - fresh..self.ready.len()).find(|&at| {
             self.effects
                 .get(&self.ready[at])
                 .is_some_and(|r| r.claim.is_none() && accept(&r.job, &r.request))
-        })?;
+        });
+        let Some(at) = found else {
+            self.fresh_ready = 0;
+            return None;
+        };
         let key = self.ready.remove(at)?;
-        self.fresh_ready = fresh - 1;
+        // Those before it were turned down; those after it are still to be looked at.
+        self.fresh_ready = self.ready.len() - at;
         self.claim_key(now, holder, key)
     }
 

@@ -181,6 +181,11 @@ pub struct KernelState {
     /// `Committed`. A client answered by that commit asks again before then (a submit's
     /// answer, then a wait for the job); see `KernelState::durable_now`.
     durable_below: Arc<AtomicU64>,
+    /// `kv` steps the kernel ran itself since the last seal (`KernelState::run_inline`):
+    /// the seal wakes no seat for them.
+    ran_inline: usize,
+    /// The holder of the `kv` steps the kernel runs itself: `NODE/kernel`.
+    inline_holder: String,
 }
 
 /// A sealed batch and everything that may happen only once it is durable.
@@ -255,6 +260,8 @@ impl Actor for Kernel {
             committing_generation: None,
             after_commit: Vec::new(),
             durable_below: Arc::new(AtomicU64::new(0)),
+            ran_inline: 0,
+            inline_holder: format!("{}/kernel", genome.info.name),
         };
         state.commit_now()?;
         // The place book holds the places of active jobs (and lets go of the places of
@@ -295,6 +302,9 @@ impl Actor for Kernel {
         state: &mut KernelState,
     ) -> Result<(), ActorProcessingErr> {
         handle_one(&myself, message, state)?;
+        // The `kv` steps the message made ready run now, while the commit in flight (if
+        // any) goes on, not at the seal, where the store would wait for them.
+        state.run_inline(now_ms());
         if state.committing.is_none() && !state.flush_scheduled && state.has_pending() {
             state.flush_scheduled = true;
             myself.cast(KernelMsg::Flush)?;
@@ -613,7 +623,7 @@ impl KernelState {
     /// exactly what the batch makes durable — every reply that must follow it.
     fn seal(&mut self) -> Sealed {
         // `kv` steps first: their writes and completions join this batch.
-        let inline = self.run_inline(now_ms());
+        self.run_inline(now_ms());
         // Reads next: nothing is written between them and the seal, so each answer
         // shows exactly what this batch makes durable.
         let reads = std::mem::take(&mut self.reads);
@@ -693,7 +703,7 @@ impl KernelState {
             }
         }
         // The seats need not wake for the effects the kernel ran itself.
-        let ready = ready.saturating_sub(inline);
+        let ready = ready.saturating_sub(std::mem::take(&mut self.ran_inline));
         // Only a changed deadline wakes the ticker.
         let next = self.desk.path.next_deadline();
         self.genome.deadline.send_if_modified(|old| {
@@ -715,29 +725,31 @@ impl KernelState {
     }
 
     /// Runs the ready `kv` writes itself (a `call` to `kv` with `op: put` or `delete`, a
-    /// string key and no needs): each is claimed, written and completed in the batch
-    /// being sealed, so the step, its write and its completion are durable together —
+    /// string key and no needs), after every message and at the seal: each is claimed,
+    /// written and completed in the pending batch, so the step, its write and its
+    /// completion are durable together —
     /// a `kv` step costs no seat, no round trip and no commit of its own, and its write
     /// happens exactly once. Anything else (a `get`, a `list`, a malformed call) goes to
-    /// the seats and the provider, which answers it or says what is wrong. Returns how
-    /// many ran.
-    fn run_inline(&mut self, now: u64) -> usize {
-        /// Bound per seal: a flow that loops over `kv` steps yields to everything else.
-        const INLINE_PER_SEAL_MAX: usize = 4096;
+    /// the seats and the provider, which answers it or says what is wrong. Counts them
+    /// in `ran_inline`.
+    fn run_inline(&mut self, now: u64) {
+        /// Bound per call: a flow that loops over `kv` steps yields to everything else.
+        const INLINE_PER_CALL_MAX: usize = 4096;
         if !self.genome.accepting_work() {
-            return 0;
+            return;
         }
-        let holder = format!("{}/kernel", self.genome.info.name);
-        let node = Some(self.genome.info.name.clone());
         let mut ran = 0;
-        while ran < INLINE_PER_SEAL_MAX {
-            // Only effects made ready since the last seal are looked at: a long queue of
-            // others waiting for seats is not walked at every seal. The claim is written
-            // with the completion just below, in this same batch.
-            let Some(effect) = self
-                .desk
-                .path
-                .claim_fresh(now, &holder, &|_, request| inline_kv(request).is_some())
+        while ran < INLINE_PER_CALL_MAX {
+            // Only effects made ready since the last call are looked at: neither a long
+            // queue of others waiting for seats nor the commands made ready beside them
+            // are walked after every message. The claim is written with the completion
+            // just below, in this same batch.
+            let Some(effect) =
+                self.desk
+                    .path
+                    .claim_fresh(now, &self.inline_holder, &|_, request| {
+                        inline_kv(request).is_some()
+                    })
             else {
                 break;
             };
@@ -762,16 +774,17 @@ impl KernelState {
                     )),
                 }
             };
-            if let Err(err) =
-                self.desk
-                    .path
-                    .complete(now, &effect.key, effect.token, outcome, node.clone())
+            let node = Some(self.genome.info.name.clone());
+            if let Err(err) = self
+                .desk
+                .path
+                .complete(now, &effect.key, effect.token, outcome, node)
             {
                 warn!(key = effect.key, %err, "kv step not completed in the kernel");
             }
             ran += 1;
         }
-        ran
+        self.ran_inline += ran;
     }
 
     /// True when `job`'s flow says `patches: apply_on_success`.
