@@ -651,6 +651,7 @@ impl KernelState {
         let mut ready: usize = 0;
         let mut cancels = Vec::new();
         let mut places = Vec::new();
+        let mut ended = Vec::new();
         for notice in seal.notices {
             match notice {
                 Notice::EffectReady => ready += 1,
@@ -670,7 +671,7 @@ impl KernelState {
                 }
                 Notice::JobChanged { job, status } => {
                     if status.is_terminal() {
-                        places.push(PlacesMsg::JobEnded { job: job.clone() });
+                        ended.push(job.clone());
                     }
                     if status == palm_actors::job::JobStatus::Succeeded
                         && self.applies_patches(&job)
@@ -701,6 +702,12 @@ impl KernelState {
                     }
                 }
             }
+        }
+        // One message for the batch's ended jobs, after their starts: the place book
+        // takes a whole step (readiness published, timers armed) per message, and a
+        // message per job cost it that step for every job at 64 in flight.
+        if !ended.is_empty() {
+            places.push(PlacesMsg::JobsEnded { jobs: ended });
         }
         // The seats need not wake for the effects the kernel ran itself.
         let ready = ready.saturating_sub(std::mem::take(&mut self.ran_inline));

@@ -125,10 +125,10 @@ pub enum PlacesMsg {
         /// Its places.
         places: Vec<PlaceSpec>,
     },
-    /// A job ended: its places go.
-    JobEnded {
-        /// Job id.
-        job: String,
+    /// Jobs ended (those of one sealed batch): their places go.
+    JobsEnded {
+        /// Job ids.
+        jobs: Vec<String>,
     },
     /// The kernel's view of active jobs with places (at its start): add what is missing,
     /// stop what belongs to jobs no longer active.
@@ -280,7 +280,11 @@ impl Actor for Places {
                 state.timer = None;
             }
             PlacesMsg::JobStarted { job, places } => state.book.job_started(now, &job, &places),
-            PlacesMsg::JobEnded { job } => state.book.job_ended(now, &job),
+            PlacesMsg::JobsEnded { jobs } => {
+                for job in &jobs {
+                    state.book.job_ended(now, job);
+                }
+            }
             PlacesMsg::ActiveJobs(active) => {
                 for (job, places) in &active {
                     state.book.job_started(now, job, places);
