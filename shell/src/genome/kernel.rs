@@ -734,11 +734,10 @@ impl KernelState {
     /// Runs the ready `kv` writes itself (a `call` to `kv` with `op: put` or `delete`, a
     /// string key and no needs), after every message and at the seal: each is claimed,
     /// written and completed in the pending batch, so the step, its write and its
-    /// completion are durable together —
-    /// a `kv` step costs no seat, no round trip and no commit of its own, and its write
-    /// happens exactly once. Anything else (a `get`, a `list`, a malformed call) goes to
-    /// the seats and the provider, which answers it or says what is wrong. Counts them
-    /// in `ran_inline`.
+    /// completion are durable together — a `kv` step costs no seat, no round trip and
+    /// no commit of its own, and its write happens exactly once. Anything else (a `get`,
+    /// a `list`, a malformed call) goes to the seats and the provider, which answers it
+    /// or says what is wrong. Counts them in `ran_inline`.
     fn run_inline(&mut self, now: u64) {
         /// Bound per call: a flow that loops over `kv` steps yields to everything else.
         const INLINE_PER_CALL_MAX: usize = 4096;
