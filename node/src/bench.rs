@@ -42,6 +42,8 @@ pub(crate) struct Measured {
     /// CPU (user + system) of this process and of the children it waited for, per job of
     /// the throughput run, in milliseconds.
     pub(crate) cpu_ms_per_job: f64,
+    /// This process's share of it.
+    pub(crate) own_cpu_ms_per_job: f64,
     /// The share of the throughput run's wall time the node spent committing: near 1, the
     /// flow waits on its store; well under, on the work between its commits.
     pub(crate) store_busy: f64,
@@ -228,6 +230,7 @@ pub(crate) async fn measure(
         baseline_s,
         replay_s,
         cpu_ms_per_job: ran.cpu_ms_per_op,
+        own_cpu_ms_per_job: ran.own_cpu_ms_per_op,
         store_busy,
     })
 }
@@ -241,6 +244,8 @@ pub(crate) struct Ran {
     /// CPU (user + system) of this process and of the children it waited for, per
     /// operation, in milliseconds.
     pub(crate) cpu_ms_per_op: f64,
+    /// This process's share of it (without the children).
+    pub(crate) own_cpu_ms_per_op: f64,
 }
 
 /// Runs about `count` of `op`, `at_once` at a time (rounded up to a whole number per
@@ -252,7 +257,7 @@ where
 {
     let at_once = at_once.max(1);
     let per_worker = count.div_ceil(at_once);
-    let cpu_before = crate::sys::cpu_with_children_ms();
+    let (own_before, children_before) = crate::sys::cpu_own_and_children_ms();
     let started = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..at_once {
@@ -271,10 +276,13 @@ where
     }
     let seconds = started.elapsed().as_secs_f64();
     let total = (per_worker * at_once).max(1) as f64;
+    let (own, children) = crate::sys::cpu_own_and_children_ms();
+    let own = own - own_before;
     Ok(Ran {
         per_s: total / seconds,
         seconds,
-        cpu_ms_per_op: (crate::sys::cpu_with_children_ms() - cpu_before) / total,
+        cpu_ms_per_op: (own + children - children_before) / total,
+        own_cpu_ms_per_op: own / total,
     })
 }
 

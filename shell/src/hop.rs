@@ -704,7 +704,11 @@ impl HopTask {
         );
         let (genome, inbox) = (Arc::clone(genome), self.inbox.clone());
         tokio::spawn(async move {
-            let outcome = runner::execute(&genome, &PlacedHost, &effect, cancel).await;
+            // The command's exit goes to this node's kernel on its own (the group is
+            // this node's to stop after a crash); the outcome goes home.
+            let outcome = runner::execute(&genome, &PlacedHost, &effect, cancel)
+                .await
+                .map(|finished| finished.outcome);
             let _ = inbox
                 .send(HopIn::Finished {
                     key: effect.key,
@@ -754,19 +758,6 @@ impl EffectHost for PlacedHost {
         _token: u64,
     ) -> Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>> {
         Box::pin(async { Ok(None) })
-    }
-
-    fn complete<'a>(
-        &'a self,
-        _key: &'a str,
-        _token: u64,
-        _outcome: Outcome,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
-        // Never the way a placed outcome goes home (the task hands it to the core); a
-        // caller that tried must not believe it recorded.
-        Box::pin(async {
-            Err("a placed effect's outcome is reported by the tree protocol, not its runner".into())
-        })
     }
 }
 

@@ -86,10 +86,10 @@ pub fn cpu_ms() -> Option<u64> {
     cpu_ms_of("self")
 }
 
-/// CPU time (user + system) used so far by this process and by the children it has
+/// CPU time (user + system) used so far by this process, and by the children it has
 /// waited for (a `run` step's `sh`, a bare spawn), in milliseconds — with microsecond
 /// resolution, where /proc's clock ticks are 10 ms.
-pub fn cpu_with_children_ms() -> f64 {
+pub fn cpu_own_and_children_ms() -> (f64, f64) {
     let used = |who| {
         // SAFETY: getrusage fills the zeroed struct it is given; it has no other effect.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -99,7 +99,7 @@ pub fn cpu_with_children_ms() -> f64 {
         let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
         ms(usage.ru_utime) + ms(usage.ru_stime)
     };
-    used(libc::RUSAGE_SELF) + used(libc::RUSAGE_CHILDREN)
+    (used(libc::RUSAGE_SELF), used(libc::RUSAGE_CHILDREN))
 }
 
 /// CPU time (user + system) of process `pid` (`self` for this one), in milliseconds.

@@ -161,19 +161,35 @@ const RECORD_TIMEOUT_MS: u64 = 30_000;
 /// A command's group, recorded while the command runs; dropping it forgets the record
 /// (its file at once, the store's copy with the next batch).
 pub struct Recorded {
-    kernel: ActorRef<KernelMsg>,
+    /// Told of the exit on drop; `None` once [`Recorded::exited`] handed the message out.
+    kernel: Option<ActorRef<KernelMsg>>,
     key: String,
     token: u64,
     /// Forgotten as the kernel hears of the exit.
     _live: super::live_groups::LiveRecord,
 }
 
-impl Drop for Recorded {
-    fn drop(&mut self) {
-        let _ = self.kernel.cast(KernelMsg::Exited {
+impl Recorded {
+    /// Forgets the record of a command that has exited and gives the kernel's message
+    /// saying so to the caller, which sends it with the effect's completion in one
+    /// message (`KernelHost::complete`) rather than as a message of its own.
+    pub fn exited(mut self) -> KernelMsg {
+        self.kernel = None;
+        KernelMsg::Exited {
             key: std::mem::take(&mut self.key),
             token: self.token,
-        });
+        }
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        if let Some(kernel) = self.kernel.take() {
+            let _ = kernel.cast(KernelMsg::Exited {
+                key: std::mem::take(&mut self.key),
+                token: self.token,
+            });
+        }
     }
 }
 
@@ -214,7 +230,7 @@ async fn open_gate(
         }
     };
     let recorded = Recorded {
-        kernel: kernel.clone(),
+        kernel: Some(kernel.clone()),
         key: effect.key.clone(),
         token: effect.token,
         _live: live,
@@ -290,6 +306,11 @@ impl Tail {
     /// Appends, dropping the oldest bytes past the bound.
     pub fn push(&mut self, chunk: &[u8]) {
         self.bytes.extend_from_slice(chunk);
+        self.trim();
+    }
+
+    /// Drops the oldest bytes past the bound.
+    fn trim(&mut self) {
         if self.bytes.len() > self.max {
             let excess = self.bytes.len() - self.max;
             self.bytes.drain(..excess);
@@ -317,6 +338,79 @@ pub async fn read_tail<R: tokio::io::AsyncRead + Unpin>(mut reader: R, max: usiz
             Ok(0) | Err(_) => return tail,
             Ok(n) => tail.push(&buffer[..n]),
         }
+    }
+}
+
+/// A command's stdout and stderr, each read to its end with the last `max` bytes kept,
+/// by the task that waits for the command (a task of their own per stream cost two
+/// spawns, and the wake-ups of their ends, on every command).
+pub struct Output {
+    stdout: Stream<tokio::process::ChildStdout>,
+    stderr: Stream<tokio::process::ChildStderr>,
+}
+
+struct Stream<R> {
+    /// `None` once at its end (or failed).
+    reader: Option<R>,
+    tail: Tail,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> Stream<R> {
+    fn new(reader: Option<R>, max: usize) -> Stream<R> {
+        Stream {
+            reader,
+            tail: Tail::new(max),
+        }
+    }
+
+    /// Reads what the stream has into the tail. Cancel-safe: bytes land only when the
+    /// read completes.
+    async fn read_some(&mut self) {
+        let Some(reader) = self.reader.as_mut() else {
+            return std::future::pending().await;
+        };
+        self.tail.bytes.reserve(4096);
+        match reader.read_buf(&mut self.tail.bytes).await {
+            Ok(0) | Err(_) => self.reader = None,
+            Ok(_) => self.tail.trim(),
+        }
+    }
+}
+
+impl Output {
+    /// Takes the child's piped stdout and stderr.
+    pub fn take(child: &mut tokio::process::Child, max: usize) -> Output {
+        Output {
+            stdout: Stream::new(child.stdout.take(), max),
+            stderr: Stream::new(child.stderr.take(), max),
+        }
+    }
+
+    fn open(&self) -> bool {
+        self.stdout.reader.is_some() || self.stderr.reader.is_some()
+    }
+
+    /// Reads from whichever stream has output first; pending for ever once both are at
+    /// their end. Poll it beside the command's exit so full pipes never stall it.
+    pub async fn read(&mut self) {
+        tokio::select! {
+            () = self.stdout.read_some(), if self.stdout.reader.is_some() => {}
+            () = self.stderr.read_some(), if self.stderr.reader.is_some() => {}
+            else => std::future::pending().await,
+        }
+    }
+
+    /// Reads on after the command exited, for at most `wait` (a background grandchild
+    /// may hold a pipe open for ever), and gives the text kept of stdout and stderr —
+    /// what was read by then, if the wait runs out.
+    pub async fn finish(mut self, wait: Duration) -> (String, String) {
+        let _ = tokio::time::timeout(wait, async {
+            while self.open() {
+                self.read().await;
+            }
+        })
+        .await;
+        (self.stdout.tail.into_text(), self.stderr.tail.into_text())
     }
 }
 
@@ -357,6 +451,74 @@ mod tests {
         let mut tail = Tail::new(100);
         tail.push(b"short");
         assert_eq!(tail.into_text(), "short");
+    }
+
+    /// Spawns `text` under its gate and opens the gate, as `start` does once the kernel
+    /// allows it.
+    async fn open(text: &str) -> (tokio::process::Child, Option<u32>) {
+        use tokio::io::AsyncWriteExt;
+        let mut process = command(&Program::Shell(text));
+        let mut spawned = spawn(&mut process).expect("sh starts");
+        let mut gate = spawned.child.stdin.take().expect("a gate");
+        gate.write_all(b"go\n").await.expect("the gate opens");
+        (spawned.child, spawned.pgid)
+    }
+
+    #[tokio::test]
+    async fn output_is_read_beside_the_exit_and_kept_to_its_bound() {
+        // More than a pipe holds on each stream: the command finishes only if both are
+        // read while it runs, and only the last `max` bytes of each are kept.
+        let (mut child, _) = open(
+            "i=0; while [ $i -lt 2000 ]; do echo \"out line $i ........................................\"; \
+             echo \"err line $i ........................................\" >&2; i=$((i+1)); done; echo last",
+        )
+        .await;
+        let mut output = Output::take(&mut child, 100);
+        let status = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                tokio::select! {
+                    status = child.wait() => break status,
+                    () = output.read() => {}
+                }
+            }
+        })
+        .await
+        .expect("the command is not held up by a full pipe")
+        .expect("sh exits");
+        assert!(status.success());
+        let (stdout, stderr) = output.finish(Duration::from_secs(5)).await;
+        assert!(stdout.starts_with("[... "), "{stdout}");
+        assert!(stdout.ends_with("...\nlast\n"), "{stdout}");
+        assert!(stdout.len() < 100 + 40, "{stdout}");
+        assert!(
+            stderr.ends_with("err line 1999 ........................................\n"),
+            "{stderr}"
+        );
+    }
+
+    #[tokio::test]
+    async fn output_a_grandchild_holds_open_is_kept_up_to_the_wait() {
+        // A background grandchild keeps stdout open past the command's exit: what was
+        // written by then is kept, and the wait is bounded.
+        let (mut child, pgid) = open("echo before; echo oops >&2; sleep 30 & exit 3").await;
+        let mut output = Output::take(&mut child, 1024);
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status.expect("sh exits"),
+                () = output.read() => {}
+            }
+        };
+        assert_eq!(status.code(), Some(3));
+        let begun = std::time::Instant::now();
+        let (stdout, stderr) = output.finish(Duration::from_millis(200)).await;
+        let waited = begun.elapsed();
+        if let Some(pgid) = pgid {
+            let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);
+        }
+        assert_eq!(stdout, "before\n");
+        assert_eq!(stderr, "oops\n");
+        assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
     }
 
     #[tokio::test]

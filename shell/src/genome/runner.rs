@@ -10,8 +10,8 @@
 
 use super::Genome;
 use super::gated::{
-    DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, abort, collect, read_tail,
-    start, stop_group,
+    DRAIN_AFTER_EXIT_MS, GroupGuard, Output, Program, Recorded, StartError, Started, start,
+    stop_group,
 };
 use super::kernel::KernelMsg;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
@@ -26,8 +26,9 @@ use tracing::{debug, warn};
 
 pub use super::gated::KILL_GRACE_MS;
 
-/// Where an effect's renewals and outcome go: the local kernel, or (for an effect placed
-/// here by a parent) the home across the link.
+/// Where an effect's renewals go while it runs: the local kernel, or (for an effect
+/// placed here by a parent) nowhere, since the tree core renews it. The outcome goes
+/// home by [`KernelHost::complete`] or by the tree protocol.
 pub trait EffectHost: Send + Sync {
     /// Extends the lease: `Ok(Some(until))` renewed, `Ok(None)` the home could not be
     /// asked just now (keep going; the lease may still be alive), `Err` refused (the
@@ -37,13 +38,16 @@ pub trait EffectHost: Send + Sync {
         key: &'a str,
         token: u64,
     ) -> Pin<Box<dyn Future<Output = Result<Option<u64>, String>> + Send + 'a>>;
-    /// Reports the outcome; `Err` says why it was not recorded.
-    fn complete<'a>(
-        &'a self,
-        key: &'a str,
-        token: u64,
-        outcome: Outcome,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+}
+
+/// An effect run to its outcome.
+pub struct Finished {
+    /// What happened.
+    pub outcome: Outcome,
+    /// The record of the command's process group, for an effect that ran one: dropped,
+    /// it tells the local kernel the command exited in a message of its own; a local
+    /// effect's completion carries it instead ([`KernelHost::complete`]).
+    pub group: Option<Recorded>,
 }
 
 /// The local kernel as an effect's host.
@@ -75,35 +79,41 @@ impl EffectHost for KernelHost {
             }
         })
     }
+}
 
-    fn complete<'a>(
-        &'a self,
-        key: &'a str,
-        token: u64,
-        outcome: Outcome,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
-        Box::pin(async move {
-            let reply = self
-                .0
-                .call(
-                    |reply| KernelMsg::Complete {
+impl KernelHost {
+    /// Reports a local effect's outcome, and its command's exit when it ran one, in one
+    /// message (the kernel took two, about one message's handling per `run` step more);
+    /// `Err` says why it was not recorded.
+    async fn complete(&self, key: &str, token: u64, finished: Finished) -> Result<(), String> {
+        let Finished { outcome, group } = finished;
+        let reply = self
+            .0
+            .call(
+                |reply| {
+                    let complete = KernelMsg::Complete {
                         key: key.to_owned(),
                         token,
                         outcome,
                         node: None,
                         from: None,
                         reply,
-                    },
-                    Some(Duration::from_secs(60)),
-                )
-                .await;
-            match reply {
-                Ok(ractor::rpc::CallResult::Success(result)) => result,
-                // The kernel died before answering: the effect's claim dies with it and
-                // the effect runs again (at least once).
-                _ => Err("the kernel did not acknowledge the completion".to_owned()),
-            }
-        })
+                    };
+                    match group {
+                        // The exit first, as when the record told it on its own.
+                        Some(group) => KernelMsg::Batch(vec![group.exited(), complete]),
+                        None => complete,
+                    }
+                },
+                Some(Duration::from_secs(60)),
+            )
+            .await;
+        match reply {
+            Ok(ractor::rpc::CallResult::Success(result)) => result,
+            // The kernel died before answering: the effect's claim dies with it and the
+            // effect runs again (at least once).
+            _ => Err("the kernel did not acknowledge the completion".to_owned()),
+        }
     }
 }
 
@@ -116,16 +126,16 @@ pub async fn run(
 ) {
     let cancel = genome.seats.start(seat, &effect.key, &effect.job);
     let host = KernelHost(kernel.clone());
-    let outcome = execute(genome, &host, &effect, cancel).await;
+    let finished = execute(genome, &host, &effect, cancel).await;
     genome.seats.finish(seat, &effect.key);
-    let Some(outcome) = outcome else {
+    let Some(finished) = finished else {
         debug!(
             key = effect.key,
             "effect stopped before completion; not reported"
         );
         return;
     };
-    if let Err(refused) = host.complete(&effect.key, effect.token, outcome).await {
+    if let Err(refused) = host.complete(&effect.key, effect.token, finished).await {
         debug!(key = effect.key, refused, "completion not recorded");
     }
 }
@@ -137,7 +147,7 @@ pub async fn execute(
     host: &dyn EffectHost,
     effect: &ClaimedEffect,
     cancel: watch::Receiver<bool>,
-) -> Option<Outcome> {
+) -> Option<Finished> {
     match &effect.request {
         EffectRequest::Run {
             cmd,
@@ -154,25 +164,30 @@ pub async fn execute(
             };
             run_command(genome, host, effect, &command, cancel)
                 .await
-                .map(Outcome::Run)
+                .map(|(result, group)| Finished {
+                    outcome: Outcome::Run(result),
+                    group,
+                })
         }
         EffectRequest::Call {
             provider,
             args,
             timeout_ms,
             ..
-        } => {
-            run_call(
-                genome,
-                host,
-                effect,
-                provider,
-                args.0.clone(),
-                *timeout_ms,
-                cancel,
-            )
-            .await
-        }
+        } => run_call(
+            genome,
+            host,
+            effect,
+            provider,
+            args.0.clone(),
+            *timeout_ms,
+            cancel,
+        )
+        .await
+        .map(|outcome| Finished {
+            outcome,
+            group: None,
+        }),
         other => {
             warn!(
                 key = effect.key,
@@ -282,7 +297,7 @@ async fn run_command(
     effect: &ClaimedEffect,
     command: &Command<'_>,
     mut cancel: watch::Receiver<bool>,
-) -> Option<RunResult> {
+) -> Option<(RunResult, Option<Recorded>)> {
     let started = Instant::now();
     let mut process = super::gated::command(&Program::Shell(command.cmd));
     process
@@ -300,16 +315,17 @@ async fn run_command(
     let Started {
         mut child,
         pgid,
-        recorded: _recorded,
+        recorded,
     } = match start(genome, effect, &mut process, Some(&cancel), b"").await {
         Ok(started) => started,
         Err(StartError::Spawn(err)) => {
             let place = command.cwd.map(|c| format!(" in {c}")).unwrap_or_default();
-            return Some(RunResult {
+            let result = RunResult {
                 error: Some(format!("cannot start `sh -c`{place}: {err}")),
                 duration_ms: started.elapsed().as_millis() as u64,
                 ..RunResult::default()
-            });
+            };
+            return Some((result, None));
         }
         Err(StartError::NotStarted) => return None,
     };
@@ -318,15 +334,7 @@ async fn run_command(
     // command's own children (`sleep` under `sh -c`) would outlive it. Dropped before the
     // record. Defused once the command has exited on its own.
     let mut guard = GroupGuard(pgid);
-    let max = genome.settings.output_bytes_max;
-    let stdout = child
-        .stdout
-        .take()
-        .map(|out| tokio::spawn(read_tail(out, max)));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|err| tokio::spawn(read_tail(err, max)));
+    let mut output = Output::take(&mut child, genome.settings.output_bytes_max);
     let renew_every = renew_interval(genome, effect);
     let mut renew =
         tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
@@ -337,6 +345,7 @@ async fn run_command(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
+            () = output.read() => {}
             () = async {
                 match deadline {
                     Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -344,30 +353,28 @@ async fn run_command(
                 }
             } => {
                 timed_out = true;
-                stop_group(&mut child, pgid).await;
+                stop_reading(&mut child, pgid, &mut output).await;
                 break child.wait().await;
             }
             changed = cancel.changed() => {
                 if changed.is_err() || *cancel.borrow() {
-                    stop_group(&mut child, pgid).await;
-                    abort(stdout, stderr);
+                    stop_reading(&mut child, pgid, &mut output).await;
                     return None;
                 }
             }
             _ = renew.tick() => {
                 if let Err(refused) = host.renew(&effect.key, effect.token).await {
                     debug!(key = effect.key, refused, "lease lost; stopping the command");
-                    stop_group(&mut child, pgid).await;
-                    abort(stdout, stderr);
+                    stop_reading(&mut child, pgid, &mut output).await;
                     return None;
                 }
             }
         }
     };
     guard.0 = None;
-    let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
-    let stdout = collect(stdout, drain).await;
-    let stderr = collect(stderr, drain).await;
+    let (stdout, stderr) = output
+        .finish(Duration::from_millis(DRAIN_AFTER_EXIT_MS))
+        .await;
     let (exit_code, error) = match status {
         Ok(status) => match status.code() {
             Some(code) => (Some(code), None),
@@ -381,7 +388,7 @@ async fn run_command(
         },
         Err(err) => (None, Some(format!("cannot wait for the command: {err}"))),
     };
-    Some(RunResult {
+    let result = RunResult {
         exit_code: if timed_out { None } else { exit_code },
         stdout,
         stderr,
@@ -395,5 +402,19 @@ async fn run_command(
         } else {
             error
         },
-    })
+    };
+    Some((result, Some(recorded)))
+}
+
+/// Stops the command's group (see `stop_group`) while still reading its output, so a
+/// command that writes on its way out is not held up by a full pipe until SIGKILL.
+async fn stop_reading(child: &mut tokio::process::Child, pgid: Option<u32>, output: &mut Output) {
+    let stop = stop_group(child, pgid);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            () = output.read() => {}
+        }
+    }
 }
