@@ -400,6 +400,19 @@ impl Output {
         }
     }
 
+    /// Waits for `child` to exit, reading its output meanwhile.
+    pub async fn wait_for(
+        &mut self,
+        child: &mut tokio::process::Child,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        loop {
+            tokio::select! {
+                status = child.wait() => return status,
+                () = self.read() => {}
+            }
+        }
+    }
+
     /// Reads on after the command exited, for at most `wait` (a background grandchild
     /// may hold a pipe open for ever), and gives the text kept of stdout and stderr —
     /// what was read by then, if the wait runs out.
@@ -474,17 +487,10 @@ mod tests {
         )
         .await;
         let mut output = Output::take(&mut child, 100);
-        let status = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                tokio::select! {
-                    status = child.wait() => break status,
-                    () = output.read() => {}
-                }
-            }
-        })
-        .await
-        .expect("the command is not held up by a full pipe")
-        .expect("sh exits");
+        let status = tokio::time::timeout(Duration::from_secs(20), output.wait_for(&mut child))
+            .await
+            .expect("the command is not held up by a full pipe")
+            .expect("sh exits");
         assert!(status.success());
         let (stdout, stderr) = output.finish(Duration::from_secs(5)).await;
         assert!(stdout.starts_with("[... "), "{stdout}");
@@ -502,12 +508,7 @@ mod tests {
         // written by then is kept, and the wait is bounded.
         let (mut child, pgid) = open("echo before; echo oops >&2; sleep 30 & exit 3").await;
         let mut output = Output::take(&mut child, 1024);
-        let status = loop {
-            tokio::select! {
-                status = child.wait() => break status.expect("sh exits"),
-                () = output.read() => {}
-            }
-        };
+        let status = output.wait_for(&mut child).await.expect("sh exits");
         assert_eq!(status.code(), Some(3));
         let begun = std::time::Instant::now();
         let (stdout, stderr) = output.finish(Duration::from_millis(200)).await;

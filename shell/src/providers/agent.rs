@@ -816,27 +816,24 @@ async fn run_shell(
             StartError::NotStarted => "not started (the effect is no longer this node's)".into(),
         })?;
     let guard = GroupGuard(pgid);
-    let stderr = child
-        .stderr
-        .take()
-        .map(|err| tokio::spawn(read_tail(err, 8 * 1024)));
-    let stdout = child
-        .stdout
-        .take()
-        .map(|out| tokio::spawn(read_tail(out, 8 * 1024)));
-    let status = match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
+    let mut output = gated::Output::take(&mut child, 8 * 1024);
+    let waited = tokio::time::timeout(
+        Duration::from_millis(timeout_ms),
+        output.wait_for(&mut child),
+    )
+    .await;
+    let status = match waited {
         Ok(status) => status.map_err(|e| e.to_string())?,
         Err(_) => {
             stop_group(&mut child, pgid).await;
-            gated::abort(stdout, stderr);
             return Err(format!("timed out after {timeout_ms} ms"));
         }
     };
     drop(guard);
     drop(recorded);
-    let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
-    let _ = gated::collect(stdout, drain).await;
-    let stderr = gated::collect(stderr, drain).await;
+    let (_, stderr) = output
+        .finish(Duration::from_millis(DRAIN_AFTER_EXIT_MS))
+        .await;
     if status.success() {
         return Ok(());
     }
