@@ -93,6 +93,38 @@ fn approval_waits_then_continues_to_success() {
 }
 
 #[test]
+fn a_run_step_keeps_its_output_when_a_background_process_holds_the_pipes() {
+    // The command leaves `sleep` running in its group, holding stdout and stderr open:
+    // the step still ends (after a bounded drain) with what was written before it.
+    let data = data_dir();
+    let flow = data.path().join("background.yaml");
+    let pid_file = data.path().join("background.pid");
+    std::fs::write(
+        &flow,
+        format!(
+            "name: background\ntree:\n  run: {{ cmd: \"echo before; echo warned >&2; sleep 30 & echo $! > {}\", save: out }}\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let ran = palm(data.path(), &["run", flow.to_str().unwrap(), "--json"]);
+    let took = started.elapsed();
+    if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+        let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+    }
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let view = ran.json();
+    assert_eq!(view["status"], "succeeded", "{view}");
+    assert_eq!(view["state"]["out"]["stdout"], "before\n", "{view}");
+    assert_eq!(view["state"]["out"]["stderr"], "warned\n", "{view}");
+    assert!(
+        took < Duration::from_secs(20),
+        "the step waited for `sleep`: {took:?}"
+    );
+}
+
+#[test]
 fn flaky_succeeds_on_its_second_attempt() {
     let data = data_dir();
     let ran = palm(data.path(), &["run", &example("flaky"), "--json"]);
