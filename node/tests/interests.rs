@@ -591,6 +591,8 @@ fn declared_providers_run_programs_and_reach_endpoints() {
              \x20   schema: {{type: object, required: [text], properties: {{text: {{type: string}}}}}}\n\
              \x20 broken:\n\
              \x20   command: [sh, -c, \"echo 'no database' >&2; exit 3\"]\n\
+             \x20 loud:\n\
+             \x20   command: [head, -c, \"5000000\", /dev/zero]\n\
              \x20 slow:\n\
              \x20   command: [sh, -c, \"sleep 31.25; echo late\"]\n\
              \x20   timeout: 1s\n\
@@ -632,6 +634,18 @@ fn declared_providers_run_programs_and_reach_endpoints() {
     );
     assert_eq!(broken["state"]["out"]["exit_code"], 3, "{broken}");
 
+    // Read to its end, past the bound: an error, not a stalled program or a partial
+    // document.
+    let loud = call_flow(data.path(), "l", "loud", json!({}));
+    assert_eq!(loud["status"], "failed", "{loud}");
+    assert!(
+        loud["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("loud: printed more than 4194304 bytes on stdout"),
+        "{loud}"
+    );
+
     let slow = call_flow(data.path(), "s", "slow", json!({}));
     assert_eq!(slow["status"], "failed");
     assert!(
@@ -669,6 +683,7 @@ fn declared_providers_run_programs_and_reach_endpoints() {
             "gate",
             "http",
             "kv",
+            "loud",
             "merge_lane",
             "palm",
             "slow",

@@ -303,14 +303,25 @@ impl Tail {
         }
     }
 
-    /// Appends, dropping the oldest bytes past the bound.
-    pub fn push(&mut self, chunk: &[u8]) {
+    /// Appends, dropping the oldest bytes past the bound (the streams read straight
+    /// into `bytes`, then [`Tail::trim`]).
+    #[cfg(test)]
+    fn push(&mut self, chunk: &[u8]) {
         self.bytes.extend_from_slice(chunk);
         self.trim();
     }
 
-    /// Drops the oldest bytes past the bound.
+    /// Drops the oldest bytes past the bound — once they are as many as the bound (or
+    /// 8 KiB), so that a stream far longer than its bound costs each byte one move, not
+    /// one per read. Until then the excess waits in `bytes`; the accessors skip it.
     fn trim(&mut self) {
+        if self.bytes.len() - self.max.min(self.bytes.len()) >= self.max.max(8192) {
+            self.settle();
+        }
+    }
+
+    /// Drops every byte past the bound.
+    fn settle(&mut self) {
         if self.bytes.len() > self.max {
             let excess = self.bytes.len() - self.max;
             self.bytes.drain(..excess);
@@ -318,8 +329,19 @@ impl Tail {
         }
     }
 
+    /// The bytes kept: the last `max` read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[self.bytes.len().saturating_sub(self.max)..]
+    }
+
+    /// How many bytes were dropped past the bound (0: all were kept).
+    pub fn dropped(&self) -> usize {
+        self.dropped + self.bytes.len().saturating_sub(self.max)
+    }
+
     /// The kept bytes as text, saying how many were dropped.
-    pub fn into_text(self) -> String {
+    pub fn into_text(mut self) -> String {
+        self.settle();
         let text = String::from_utf8_lossy(&self.bytes).into_owned();
         if self.dropped > 0 {
             format!("[... {} bytes dropped]\n{text}", self.dropped)
@@ -329,21 +351,9 @@ impl Tail {
     }
 }
 
-/// Reads `reader` to its end, keeping the last `max` bytes.
-pub async fn read_tail<R: tokio::io::AsyncRead + Unpin>(mut reader: R, max: usize) -> Tail {
-    let mut tail = Tail::new(max);
-    let mut buffer = vec![0u8; 8192];
-    loop {
-        match reader.read(&mut buffer).await {
-            Ok(0) | Err(_) => return tail,
-            Ok(n) => tail.push(&buffer[..n]),
-        }
-    }
-}
-
-/// A command's stdout and stderr, each read to its end with the last `max` bytes kept,
-/// by the task that waits for the command (a task of their own per stream cost two
-/// spawns, and the wake-ups of their ends, on every command).
+/// A command's stdout and stderr, each read to its end with its last bytes kept (up to
+/// a bound per stream), by the task that waits for the command (a task of their own per
+/// stream cost two spawns, and the wake-ups of their ends, on every command).
 pub struct Output {
     stdout: Stream<tokio::process::ChildStdout>,
     stderr: Stream<tokio::process::ChildStderr>,
@@ -378,11 +388,12 @@ impl<R: tokio::io::AsyncRead + Unpin> Stream<R> {
 }
 
 impl Output {
-    /// Takes the child's piped stdout and stderr.
-    pub fn take(child: &mut tokio::process::Child, max: usize) -> Output {
+    /// Takes the child's piped stdout and stderr (either may have been taken already),
+    /// keeping at most the last `stdout_max` and `stderr_max` bytes of them.
+    pub fn take(child: &mut tokio::process::Child, stdout_max: usize, stderr_max: usize) -> Output {
         Output {
-            stdout: Stream::new(child.stdout.take(), max),
-            stderr: Stream::new(child.stderr.take(), max),
+            stdout: Stream::new(child.stdout.take(), stdout_max),
+            stderr: Stream::new(child.stderr.take(), stderr_max),
         }
     }
 
@@ -413,41 +424,31 @@ impl Output {
         }
     }
 
+    /// Stops the command's group (see [`stop_group`]) while still reading its output,
+    /// so a command that writes on its way out is not held up by a full pipe until
+    /// SIGKILL.
+    pub async fn stop(&mut self, child: &mut tokio::process::Child, pgid: Option<u32>) {
+        let stop = stop_group(child, pgid);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                () = self.read() => {}
+            }
+        }
+    }
+
     /// Reads on after the command exited, for at most `wait` (a background grandchild
-    /// may hold a pipe open for ever), and gives the text kept of stdout and stderr —
+    /// may hold a pipe open for ever), and gives what was kept of stdout and stderr —
     /// what was read by then, if the wait runs out.
-    pub async fn finish(mut self, wait: Duration) -> (String, String) {
+    pub async fn finish(mut self, wait: Duration) -> (Tail, Tail) {
         let _ = tokio::time::timeout(wait, async {
             while self.open() {
                 self.read().await;
             }
         })
         .await;
-        (self.stdout.tail.into_text(), self.stderr.tail.into_text())
-    }
-}
-
-/// Stops the output readers of a command that is being given up on.
-pub fn abort(
-    stdout: Option<tokio::task::JoinHandle<Tail>>,
-    stderr: Option<tokio::task::JoinHandle<Tail>>,
-) {
-    for handle in [stdout, stderr].into_iter().flatten() {
-        handle.abort();
-    }
-}
-
-/// The output a reader kept, waiting at most `wait` for a pipe a grandchild still holds.
-pub async fn collect(handle: Option<tokio::task::JoinHandle<Tail>>, wait: Duration) -> String {
-    let Some(mut handle) = handle else {
-        return String::new();
-    };
-    match tokio::time::timeout(wait, &mut handle).await {
-        Ok(Ok(tail)) => tail.into_text(),
-        _ => {
-            handle.abort();
-            String::new()
-        }
+        (self.stdout.tail, self.stderr.tail)
     }
 }
 
@@ -460,10 +461,21 @@ mod tests {
         let mut tail = Tail::new(5);
         tail.push(b"hello ");
         tail.push(b"world");
+        assert_eq!(tail.bytes(), b"world");
+        assert_eq!(tail.dropped(), 6);
         assert_eq!(tail.into_text(), "[... 6 bytes dropped]\nworld");
         let mut tail = Tail::new(100);
         tail.push(b"short");
         assert_eq!(tail.into_text(), "short");
+        // A stream far past its bound: what is held stays bounded, the end is exact.
+        let mut tail = Tail::new(10);
+        for i in 0..100_000u32 {
+            tail.push(format!("{:>10}", i).as_bytes());
+            assert!(tail.bytes.len() <= 10 + 8192 + 10, "{}", tail.bytes.len());
+        }
+        assert_eq!(tail.bytes(), b"     99999");
+        assert_eq!(tail.dropped(), 1_000_000 - 10);
+        assert!(tail.into_text().ends_with("dropped]\n     99999"));
     }
 
     /// Spawns `text` under its gate and opens the gate, as `start` does once the kernel
@@ -486,13 +498,14 @@ mod tests {
              echo \"err line $i ........................................\" >&2; i=$((i+1)); done; echo last",
         )
         .await;
-        let mut output = Output::take(&mut child, 100);
+        let mut output = Output::take(&mut child, 100, 100);
         let status = tokio::time::timeout(Duration::from_secs(20), output.wait_for(&mut child))
             .await
             .expect("the command is not held up by a full pipe")
             .expect("sh exits");
         assert!(status.success());
         let (stdout, stderr) = output.finish(Duration::from_secs(5)).await;
+        let (stdout, stderr) = (stdout.into_text(), stderr.into_text());
         assert!(stdout.starts_with("[... "), "{stdout}");
         assert!(stdout.ends_with("...\nlast\n"), "{stdout}");
         assert!(stdout.len() < 100 + 40, "{stdout}");
@@ -507,11 +520,12 @@ mod tests {
         // A background grandchild keeps stdout open past the command's exit: what was
         // written by then is kept, and the wait is bounded.
         let (mut child, pgid) = open("echo before; echo oops >&2; sleep 30 & exit 3").await;
-        let mut output = Output::take(&mut child, 1024);
+        let mut output = Output::take(&mut child, 1024, 1024);
         let status = output.wait_for(&mut child).await.expect("sh exits");
         assert_eq!(status.code(), Some(3));
         let begun = std::time::Instant::now();
         let (stdout, stderr) = output.finish(Duration::from_millis(200)).await;
+        let (stdout, stderr) = (stdout.into_text(), stderr.into_text());
         let waited = begun.elapsed();
         if let Some(pgid) = pgid {
             let _ = crate::sys::kill_group(pgid, crate::sys::SIGKILL);

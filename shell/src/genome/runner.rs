@@ -11,7 +11,6 @@
 use super::Genome;
 use super::gated::{
     DRAIN_AFTER_EXIT_MS, GroupGuard, Output, Program, Recorded, StartError, Started, start,
-    stop_group,
 };
 use super::kernel::KernelMsg;
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
@@ -334,7 +333,8 @@ async fn run_command(
     // command's own children (`sleep` under `sh -c`) would outlive it. Dropped before the
     // record. Defused once the command has exited on its own.
     let mut guard = GroupGuard(pgid);
-    let mut output = Output::take(&mut child, genome.settings.output_bytes_max);
+    let max = genome.settings.output_bytes_max;
+    let mut output = Output::take(&mut child, max, max);
     let renew_every = renew_interval(genome, effect);
     let mut renew =
         tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
@@ -353,19 +353,19 @@ async fn run_command(
                 }
             } => {
                 timed_out = true;
-                stop_reading(&mut child, pgid, &mut output).await;
+                output.stop(&mut child, pgid).await;
                 break child.wait().await;
             }
             changed = cancel.changed() => {
                 if changed.is_err() || *cancel.borrow() {
-                    stop_reading(&mut child, pgid, &mut output).await;
+                    output.stop(&mut child, pgid).await;
                     return None;
                 }
             }
             _ = renew.tick() => {
                 if let Err(refused) = host.renew(&effect.key, effect.token).await {
                     debug!(key = effect.key, refused, "lease lost; stopping the command");
-                    stop_reading(&mut child, pgid, &mut output).await;
+                    output.stop(&mut child, pgid).await;
                     return None;
                 }
             }
@@ -375,6 +375,7 @@ async fn run_command(
     let (stdout, stderr) = output
         .finish(Duration::from_millis(DRAIN_AFTER_EXIT_MS))
         .await;
+    let (stdout, stderr) = (stdout.into_text(), stderr.into_text());
     let (exit_code, error) = match status {
         Ok(status) => match status.code() {
             Some(code) => (Some(code), None),
@@ -404,17 +405,4 @@ async fn run_command(
         },
     };
     Some((result, Some(recorded)))
-}
-
-/// Stops the command's group (see `stop_group`) while still reading its output, so a
-/// command that writes on its way out is not held up by a full pipe until SIGKILL.
-async fn stop_reading(child: &mut tokio::process::Child, pgid: Option<u32>, output: &mut Output) {
-    let stop = stop_group(child, pgid);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return,
-            () = output.read() => {}
-        }
-    }
 }

@@ -29,9 +29,7 @@
 //! `AgentResult` either way.
 
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::genome::gated::{
-    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, read_tail, stop_group,
-};
+use crate::genome::gated::{self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started};
 use crate::genome::provider::DeclaredAgent;
 use palm_agents::audit;
 use palm_agents::custom::{self, Exit};
@@ -484,12 +482,10 @@ impl Agents {
                 }
             })?;
         let guard = GroupGuard(pgid);
-        let stderr = child
-            .stderr
-            .take()
-            .map(|err| tokio::spawn(read_tail(err, ctx.genome.settings.output_bytes_max)));
         let transcript_path = run_dir.join("transcript.jsonl");
+        // Stdout is the transcript, parsed by a reader of its own; stderr is kept.
         let stdout = child.stdout.take();
+        let mut output = gated::Output::take(&mut child, 0, ctx.genome.settings.output_bytes_max);
         let provider = spec.provider.clone();
         let is_custom = declared.is_some();
         // Who the session works for: recorded beside its id as soon as the vendor names
@@ -511,18 +507,23 @@ impl Agents {
             .timeout_ms
             .or(declared.and_then(|d| d.timeout_ms))
             .unwrap_or(TIMEOUT_MS_DEFAULT);
-        let (status, timed_out) =
-            match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
-                Ok(status) => (status.ok(), false),
-                Err(_) => {
-                    stop_group(&mut child, pgid).await;
-                    (child.wait().await.ok(), true)
-                }
-            };
+        let waited = tokio::time::timeout(
+            Duration::from_millis(timeout_ms),
+            output.wait_for(&mut child),
+        )
+        .await;
+        let (status, timed_out) = match waited {
+            Ok(status) => (status.ok(), false),
+            Err(_) => {
+                output.stop(&mut child, pgid).await;
+                (child.wait().await.ok(), true)
+            }
+        };
         drop(guard);
         drop(recorded);
         let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
-        let stderr = gated::collect(stderr, drain).await;
+        let (_, stderr) = output.finish(drain).await;
+        let stderr = stderr.into_text();
         let read = match tokio::time::timeout(drain * 10, reader).await {
             Ok(Ok(read)) => read,
             _ => StreamRead::default(),
@@ -816,7 +817,7 @@ async fn run_shell(
             StartError::NotStarted => "not started (the effect is no longer this node's)".into(),
         })?;
     let guard = GroupGuard(pgid);
-    let mut output = gated::Output::take(&mut child, 8 * 1024);
+    let mut output = gated::Output::take(&mut child, 8 * 1024, 8 * 1024);
     let waited = tokio::time::timeout(
         Duration::from_millis(timeout_ms),
         output.wait_for(&mut child),
@@ -825,7 +826,7 @@ async fn run_shell(
     let status = match waited {
         Ok(status) => status.map_err(|e| e.to_string())?,
         Err(_) => {
-            stop_group(&mut child, pgid).await;
+            output.stop(&mut child, pgid).await;
             return Err(format!("timed out after {timeout_ms} ms"));
         }
     };
@@ -834,6 +835,7 @@ async fn run_shell(
     let (_, stderr) = output
         .finish(Duration::from_millis(DRAIN_AFTER_EXIT_MS))
         .await;
+    let stderr = stderr.into_text();
     if status.success() {
         return Ok(());
     }

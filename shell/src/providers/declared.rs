@@ -23,16 +23,13 @@
 
 use super::http::Http;
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::genome::gated::{
-    self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started, read_tail, stop_group,
-};
+use crate::genome::gated::{self, DRAIN_AFTER_EXIT_MS, GroupGuard, Program, StartError, Started};
 use crate::genome::provider::{DeclaredProvider, DeclaredTarget};
 use palm_actors::jsonschema::Schema;
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 
 /// The largest result a command may print on stdout.
 pub const RESULT_BYTES_MAX: usize = 4 << 20;
@@ -130,53 +127,40 @@ impl Declared {
         // Dropped first if the runner gives up on this call (its own timeout, a cancel, a
         // lost lease): the whole group is killed before the record of it is forgotten.
         let guard = GroupGuard(pgid);
-        let stdout = child
-            .stdout
-            .take()
-            .map(|out| tokio::spawn(read_bounded(out)));
-        let stderr_max = ctx.genome.settings.output_bytes_max;
-        let stderr = child
-            .stderr
-            .take()
-            .map(|err| tokio::spawn(read_tail(err, stderr_max)));
+        // Stdout is read to its end (so the program never blocks on a full pipe); more
+        // than the result's bound is an error, so keeping its last bytes is enough.
+        let mut output = gated::Output::take(
+            &mut child,
+            RESULT_BYTES_MAX,
+            ctx.genome.settings.output_bytes_max,
+        );
         let timeout_ms = self.timeout_ms();
-        let status =
-            match tokio::time::timeout(Duration::from_millis(timeout_ms), child.wait()).await {
-                Ok(status) => status,
-                Err(_) => {
-                    stop_group(&mut child, pgid).await;
-                    gated::abort(None, stderr);
-                    if let Some(stdout) = stdout {
-                        stdout.abort();
-                    }
-                    return Err(Failure::new(format!(
-                        "{name}: timed out after {timeout_ms} ms"
-                    )));
-                }
-            };
+        let waited = tokio::time::timeout(
+            Duration::from_millis(timeout_ms),
+            output.wait_for(&mut child),
+        )
+        .await;
+        let Ok(status) = waited else {
+            output.stop(&mut child, pgid).await;
+            return Err(Failure::new(format!(
+                "{name}: timed out after {timeout_ms} ms"
+            )));
+        };
         // Members of the group other than the program (a daemon it forked) end with it.
         drop(guard);
         drop(recorded);
-        let drain = Duration::from_millis(DRAIN_AFTER_EXIT_MS);
-        let stderr = gated::collect(stderr, drain).await;
-        let stdout = match stdout {
-            Some(mut handle) => match tokio::time::timeout(drain, &mut handle).await {
-                Ok(Ok(read)) => read,
-                _ => {
-                    handle.abort();
-                    Bounded::default()
-                }
-            },
-            None => Bounded::default(),
-        };
+        let (stdout, stderr) = output
+            .finish(Duration::from_millis(DRAIN_AFTER_EXIT_MS))
+            .await;
+        let stderr = stderr.into_text();
         let status = status.map_err(|e| Failure::new(format!("{name}: cannot wait: {e}")))?;
         let exit_code = status.code();
-        if stdout.overflowed {
+        if stdout.dropped() > 0 {
             return Err(Failure::new(format!(
                 "{name}: printed more than {RESULT_BYTES_MAX} bytes on stdout"
             )));
         }
-        let text = String::from_utf8_lossy(&stdout.bytes);
+        let text = String::from_utf8_lossy(stdout.bytes());
         let parsed: Result<Value, _> = if text.trim().is_empty() {
             Ok(Value::Null)
         } else {
@@ -246,32 +230,6 @@ impl Declared {
                 ),
                 value: failure.value,
             }),
-        }
-    }
-}
-
-/// Stdout read to its end, keeping at most [`RESULT_BYTES_MAX`] bytes.
-#[derive(Default)]
-struct Bounded {
-    bytes: Vec<u8>,
-    overflowed: bool,
-}
-
-/// Reads to the end (so the program never blocks on a full pipe), keeping a bounded
-/// prefix.
-async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(mut reader: R) -> Bounded {
-    let mut read = Bounded::default();
-    let mut buffer = vec![0u8; 16 * 1024];
-    loop {
-        match reader.read(&mut buffer).await {
-            Ok(0) | Err(_) => return read,
-            Ok(n) => {
-                if read.bytes.len() + n > RESULT_BYTES_MAX {
-                    read.overflowed = true;
-                } else {
-                    read.bytes.extend_from_slice(&buffer[..n]);
-                }
-            }
         }
     }
 }
