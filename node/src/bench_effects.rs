@@ -20,11 +20,12 @@
 //! and `cpu_ms_per_request` for the bare baselines): this process's and that of the
 //! children it waited for, so a `run` step's `sh` counts as the bare spawn's does; and
 //! this process's share alone (`own_cpu_ms_per_job`, `own_cpu_ms_per_spawn`,
-//! `own_cpu_ms_per_request`), the node's own cost without the noise of `sh`'s. On 2 cores both sides are CPU-bound, and
-//! `run_over_spawn` is then about the spawn's CPU over the step's. And the share of its
-//! wall time the node spent committing (`store_busy`): a flow with the store busy well
-//! under all the time waits on the work between its commits (replies, the clients' next
-//! requests, the kernel's handling of them), not on the store.
+//! `own_cpu_ms_per_request`), the node's own cost without the noise of `sh`'s. On 2
+//! cores both sides are CPU-bound, and `run_over_spawn` is then about the spawn's CPU
+//! over the step's. And the share of its wall time the node spent committing
+//! (`store_busy`): a flow with the store busy well under all the time waits on the work
+//! between its commits (replies, the clients' next requests, the kernel's handling of
+//! them), not on the store.
 //!
 //! The node runs in this process over a fresh data directory, with as many seats as jobs
 //! in flight (so `run` steps are not held back by seats the spawns do not need). Every

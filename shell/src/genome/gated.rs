@@ -315,7 +315,7 @@ impl Tail {
     /// 8 KiB), so that a stream far longer than its bound costs each byte one move, not
     /// one per read. Until then the excess waits in `bytes`; the accessors skip it.
     fn trim(&mut self) {
-        if self.bytes.len() - self.max.min(self.bytes.len()) >= self.max.max(8192) {
+        if self.bytes.len().saturating_sub(self.max) >= self.max.max(8192) {
             self.settle();
         }
     }
