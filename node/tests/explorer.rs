@@ -51,11 +51,28 @@ fn driver() -> Option<Driver> {
         .stderr(Stdio::null())
         .spawn()
         .expect("chromedriver starts");
-    let ready = eventually(Duration::from_secs(10), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(ready, "chromedriver listens on {port}");
+    // Accepting TCP is not being ready: chromedriver can drop a session request that
+    // arrives before it answers `/status` with `"ready": true`.
+    let ready = eventually(Duration::from_secs(10), || driver_ready(port));
+    assert!(ready, "chromedriver on {port} answers /status ready");
     Some(Driver { child, port })
+}
+
+/// Whether chromedriver's `GET /status` says it can create a session.
+fn driver_ready(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request =
+        format!("GET /status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200") && answer.replace(' ', "").contains("\"ready\":true")
 }
 
 async fn browser(driver: &Driver) -> Client {
@@ -68,11 +85,21 @@ async fn browser(driver: &Driver) -> Client {
                      "--window-size=1200,1000", "--disable-extensions"]
         }),
     );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a browser session")
+    // Starting Chromium is the one step outside Palm that fails now and then on a busy
+    // machine (chromedriver closes the connection mid-request): try it three times.
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{}", driver.port))
+            .await
+        {
+            Ok(client) => return client,
+            Err(error) => failures.push(format!("{error:?}")),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("a browser session, three tries: {failures:#?}");
 }
 
 /// A node with the REST API and the Explorer on a loopback port.
