@@ -14,7 +14,8 @@
 //! - an `http` step (a provider that runs on a seat) to a loopback server in this
 //!   process: its latency one at a time, `http_p50_ms` (goal ≤ 1 ms, as `kv`'s), and its
 //!   throughput against `set` (`ratio.http_over_set`) and against bare requests of the
-//!   same shape to the same server (`ratio.http_over_request`, `http_overhead_p50_ms`).
+//!   same shape to the same server by the provider's own client, its kept connections
+//!   included (`ratio.http_over_request`, `http_overhead_p50_ms`).
 //!
 //! Each throughput run also reports its CPU per job (`cpu_ms_per_job`; `cpu_ms_per_spawn`
 //! and `cpu_ms_per_request` for the bare baselines): this process's and that of the
@@ -71,51 +72,60 @@ async fn spawn_once() -> Result<Duration, CliError> {
     Ok(started.elapsed())
 }
 
-/// A loopback HTTP/1.1 server for the `http` step: every request on a connection of
-/// its own (as the provider makes them) is answered `200` with a two-byte body, and
-/// the connection closed. Runs until the process ends.
+/// A loopback HTTP/1.1 server for the `http` step: every request is answered `200`
+/// with a two-byte body, and its connection kept for the next (as most servers do, and
+/// as the provider reuses them). Runs until the process ends.
 async fn serve_loopback() -> Result<std::net::SocketAddr, CliError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
             tokio::spawn(async move {
                 let mut request = Vec::with_capacity(512);
                 let mut buffer = [0u8; 1024];
-                // The head only (the requests here carry no body), bounded.
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16_384 {
-                    match stream.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                loop {
+                    // One head (the requests here carry no body), bounded.
+                    let end = loop {
+                        if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break at + 4;
+                        }
+                        if request.len() > 16_384 {
+                            return;
+                        }
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buffer[..n]),
+                        }
+                    };
+                    request.drain(..end);
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok";
+                    if stream.write_all(answer).await.is_err() {
+                        return;
                     }
                 }
-                let answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-                let _ = stream.write_all(answer).await;
-                let _ = stream.shutdown().await;
             });
         }
     });
     Ok(addr)
 }
 
-/// One bare request to `addr` as the `http` step makes it (a connection of its own,
-/// `Connection: close`, read to the end).
-async fn request_once(addr: std::net::SocketAddr) -> Result<Duration, CliError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// One bare request to `addr` by the `http` provider's own client (its kept
+/// connections included), without a job around it.
+async fn request_once(
+    client: Arc<palm_node::providers::http::Http>,
+    addr: std::net::SocketAddr,
+) -> Result<Duration, CliError> {
     let started = Instant::now();
-    let fail = |e: std::io::Error| CliError::failure("bench", format!("loopback request: {e}"));
-    let mut stream = tokio::net::TcpStream::connect(addr).await.map_err(fail)?;
-    let request = format!(
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: palm\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.map_err(fail)?;
-    let mut answer = Vec::with_capacity(256);
-    stream.read_to_end(&mut answer).await.map_err(fail)?;
-    if !answer.starts_with(b"HTTP/1.1 200") {
+    let status = client
+        .fetch("GET", &format!("http://{addr}/"))
+        .await
+        .map_err(|e| CliError::failure("bench", format!("loopback request: {e}")))?;
+    if status != 200 {
         return Err(CliError::failure(
             "bench",
-            "the loopback server did not answer 200",
+            format!("the loopback server answered {status}, not 200"),
         ));
     }
     Ok(started.elapsed())
@@ -242,6 +252,7 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
     };
     let measured = async {
         let server = serve_loopback().await?;
+        let client = Arc::new(palm_node::providers::http::Http::new(None));
         let http_flow = format!(
             "name: bench-http\ntree:\n  call: {{ provider: http, args: {{ url: \"http://{server}/\" }} }}\n"
         );
@@ -254,7 +265,8 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
             run.push(measure(&node, RUN_FLOW, &shape, &raw).await?);
             spawned.push(bare(&args, spawn_once).await?);
             http.push(measure(&node, &http_flow, &shape, &raw).await?);
-            requested.push(bare(&args, move || request_once(server)).await?);
+            let client = client.clone();
+            requested.push(bare(&args, move || request_once(client.clone(), server)).await?);
         }
         // Each ratio pairs a flow with its baseline of the same round, where the same
         // disturbance of a shared machine hits both, and takes the median of the
@@ -316,7 +328,7 @@ pub async fn run(ctx: &Ctx, args: BenchEffectsArgs) -> CliResult {
                   "per_s": spawn_per_s, "latency_ms": {"p50": spawn_p50_ms},
                   "cpu_ms_per_spawn": spawned.cpu_ms, "own_cpu_ms_per_spawn": spawned.own_cpu_ms},
         "http": line(&http),
-        "request": {"what": "one GET to the same loopback server on a connection of its own, read to the end; same concurrency",
+        "request": {"what": "one GET to the same loopback server by the http provider's client (kept connections reused), read to the end; same concurrency",
                     "per_s": requested.per_s, "latency_ms": {"p50": requested.p50_ms},
                     "cpu_ms_per_request": requested.cpu_ms, "own_cpu_ms_per_request": requested.own_cpu_ms},
         "ratio": {"kv_over_set": kv_over_set, "kv_over_set_store_alone": kv_over_set_store, "run_over_spawn": run_over_spawn,

@@ -10,17 +10,31 @@
 //!
 //! `https://` speaks TLS through rustls (ring provider) and checks the server against
 //! Mozilla's roots, bundled (webpki-roots), plus the PEM certificates of
-//! `providers: {http: {ca: FILE}}` in palm.yaml, for services under a private CA. The
-//! HTTP/1.1 exchange itself is a small client of its own: one request, `Connection:
-//! close`, a bounded answer.
+//! `providers: {http: {ca: FILE}}` in palm.yaml, for services under a private CA.
+//!
+//! The HTTP/1.1 exchange is hyper's; the answer is bounded (`RESPONSE_BYTES_MAX`).
+//! Connections are kept alive and reused per origin (scheme, host, port) for up to
+//! `IDLE_MAX`, so calls to one service pay its TCP and TLS handshakes once. A request
+//! on a reused connection that fails before any answer (its server closed the
+//! connection as the request went out) is sent once more on a new connection: effects
+//! run at least once, and a retry of the step would send it again anyway.
 
 use super::{CallContext, CallFuture, Failure, Provider};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderName, HeaderValue, USER_AGENT};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
 use palm_actors::place::parse_http_url;
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Bound on a response (head and body).
@@ -34,6 +48,8 @@ pub struct Http {
     ca: Option<PathBuf>,
     /// The TLS client, built at the first `https://` call (or why it cannot be).
     tls: OnceLock<Result<Arc<tokio_rustls::rustls::ClientConfig>, String>>,
+    /// Keep-alive connections not in use.
+    pool: Pool,
 }
 
 impl Http {
@@ -42,6 +58,7 @@ impl Http {
         Http {
             ca,
             tls: OnceLock::new(),
+            pool: Pool::default(),
         }
     }
 
@@ -103,6 +120,7 @@ fn parse_url(url: &str) -> Result<(bool, String, u16, String), String> {
     }
 }
 
+#[derive(Debug)]
 struct Answer {
     status: u16,
     headers: Map<String, Value>,
@@ -125,189 +143,326 @@ fn expected(args: &Value, status: u16) -> Result<bool, Failure> {
     })
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+/// Where a connection goes: `(https, host, port)`.
+type Origin = (bool, String, u16);
+/// A connection's sending half (hyper drives the connection in a task of its own).
+type Sender = SendRequest<Full<Bytes>>;
+
+/// Idle connections kept per origin, at most.
+const IDLE_PER_ORIGIN_MAX: usize = 64;
+/// Idle connections kept in all, at most (each holds a socket; flows calling many hosts
+/// do not grow this without bound: past it, a connection is closed after its answer).
+const IDLE_MAX_IN_ALL: usize = 256;
+/// How long an idle connection is kept: under the 5 s idle timeout of Node.js servers
+/// (the shortest common one), so a connection is seldom reused just as its server
+/// closes it.
+const IDLE_MAX: Duration = Duration::from_secs(4);
+
+/// Keep-alive connections not in use, newest last per origin.
+#[derive(Default)]
+struct Pool {
+    idle: Mutex<HashMap<Origin, Vec<(Sender, Instant)>>>,
 }
 
-fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let end = find(body, b"\r\n").ok_or("a chunk size line is cut off")?;
-        let size_text = String::from_utf8_lossy(&body[..end]);
-        let size_text = size_text.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("bad chunk size `{size_text}`"))?;
-        body = &body[end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        if body.len() < size + 2 {
-            return Err("a chunk is cut off".to_owned());
-        }
-        out.extend_from_slice(&body[..size]);
-        body = &body[size + 2..];
-    }
-}
-
-async fn request(
-    tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
-    method: &str,
-    url: &str,
-    headers: &Map<String, Value>,
-    body: Option<Vec<u8>>,
-    content_type: &str,
-) -> Result<Answer, String> {
-    let (secure, host, port, path) = parse_url(url)?;
-    let stream = TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
-    if !secure {
-        return exchange(
-            stream,
-            &host,
-            port,
-            &path,
-            method,
-            headers,
-            body,
-            content_type,
-        )
-        .await;
-    }
-    let config = tls.ok_or("https is not set up")?;
-    let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.clone())
-        .map_err(|e| format!("`{host}` is not a valid TLS server name: {e}"))?;
-    let stream = tokio_rustls::TlsConnector::from(config)
-        .connect(name, stream)
-        .await
-        .map_err(|e| format!("TLS with {host}:{port} failed: {e}"))?;
-    exchange(
-        stream,
-        &host,
-        port,
-        &path,
-        method,
-        headers,
-        body,
-        content_type,
-    )
-    .await
-}
-
-/// One HTTP/1.1 request and its answer over `stream` (plain or TLS).
-#[allow(clippy::too_many_arguments)]
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
-    host: &str,
-    port: u16,
-    path: &str,
-    method: &str,
-    headers: &Map<String, Value>,
-    body: Option<Vec<u8>>,
-    content_type: &str,
-) -> Result<Answer, String> {
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: palm\r\nAccept: application/json, */*\r\nConnection: close\r\n"
-    );
-    for (name, value) in headers {
-        let value = match value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if name.contains(['\r', '\n', ':']) || value.contains(['\r', '\n']) {
-            return Err(format!("header `{name}` is not a valid header"));
-        }
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if let Some(body) = &body {
-        if !headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("content-type"))
-        {
-            head.push_str(&format!("Content-Type: {content_type}\r\n"));
-        }
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    head.push_str("\r\n");
-    stream
-        .write_all(head.as_bytes())
-        .await
-        .map_err(|e| format!("cannot send the request: {e}"))?;
-    if let Some(body) = &body {
-        stream
-            .write_all(body)
-            .await
-            .map_err(|e| format!("cannot send the body: {e}"))?;
-    }
-    let mut raw = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = match stream.read(&mut chunk).await {
-            Ok(n) => n,
-            // A TLS server that closes without close_notify: the end, as for curl.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
-            Err(e) => return Err(format!("cannot read the answer: {e}")),
-        };
-        if n == 0 {
-            break;
-        }
-        raw.extend_from_slice(&chunk[..n]);
-        if raw.len() > RESPONSE_BYTES_MAX {
-            return Err(format!(
-                "the answer is larger than {RESPONSE_BYTES_MAX} bytes"
-            ));
-        }
-        // Stop at the end of a body whose length is known (the server may keep the
-        // connection open despite `Connection: close`).
-        if let Some(split) = find(&raw, b"\r\n\r\n") {
-            let head_text = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-            if let Some(length) = head_text
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                && raw.len() >= split + 4 + length
-            {
-                break;
+impl Pool {
+    /// An idle connection to `origin` that is still open, if one is kept.
+    async fn checkout(&self, origin: &Origin) -> Option<Sender> {
+        loop {
+            let (mut sender, since) = {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                let kept = idle.get_mut(origin)?;
+                let newest = kept.pop();
+                if kept.is_empty() {
+                    idle.remove(origin);
+                }
+                newest?
+            };
+            if since.elapsed() > IDLE_MAX || sender.is_closed() {
+                continue;
+            }
+            // Resolves at once for an open idle connection; fails for one its server
+            // closed (hyper has read the end of the stream). Bounded all the same.
+            let ready = tokio::time::timeout(Duration::from_millis(100), sender.ready());
+            if matches!(ready.await, Ok(Ok(()))) {
+                return Some(sender);
             }
         }
     }
-    let split = find(&raw, b"\r\n\r\n").ok_or("not an HTTP answer (no header end)")?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let mut parts = status_line.split_whitespace();
-    let status = match (
-        parts.next(),
-        parts.next().and_then(|c| c.parse::<u16>().ok()),
-    ) {
-        (Some(version), Some(code)) if version.starts_with("HTTP/") => code,
-        _ => return Err(format!("not an HTTP answer: `{status_line}`")),
-    };
-    let mut headers = Map::new();
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            headers.insert(name.trim().to_ascii_lowercase(), json!(value.trim()));
+
+    /// Keeps `sender` for the next request to `origin`, unless it is closed or the
+    /// pool is full.
+    fn checkin(&self, origin: Origin, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        let usable = |(sender, since): &(Sender, Instant)| {
+            since.elapsed() <= IDLE_MAX && !sender.is_closed()
+        };
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.values().map(Vec::len).sum::<usize>() >= IDLE_MAX_IN_ALL {
+            idle.retain(|_, kept| {
+                kept.retain(usable);
+                !kept.is_empty()
+            });
+            if idle.values().map(Vec::len).sum::<usize>() >= IDLE_MAX_IN_ALL {
+                return;
+            }
+        }
+        let kept = idle.entry(origin).or_default();
+        kept.retain(usable);
+        if kept.len() < IDLE_PER_ORIGIN_MAX {
+            kept.push((sender, Instant::now()));
         }
     }
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .get("transfer-encoding")
-        .and_then(Value::as_str)
-        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-    {
-        body = dechunk(&body)?;
-    } else if let Some(length) = headers
-        .get("content-length")
-        .and_then(Value::as_str)
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        body.truncate(length);
+}
+
+/// A request as built for one origin; built again for a retry.
+struct Outgoing<'a> {
+    method: &'a str,
+    host_header: String,
+    path: &'a str,
+    headers: &'a Map<String, Value>,
+    body: Option<Bytes>,
+    content_type: &'a str,
+}
+
+impl Outgoing<'_> {
+    fn build(&self) -> Result<Request<Full<Bytes>>, String> {
+        let method = Method::from_bytes(self.method.as_bytes())
+            .map_err(|_| format!("`{}` is not a method", self.method))?;
+        let mut request = Request::builder().method(method).uri(self.path);
+        let named = |name: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
+        let (has_host, has_agent, has_accept, has_type) = (
+            named("host"),
+            named("user-agent"),
+            named("accept"),
+            named("content-type"),
+        );
+        if !has_host {
+            request = request.header(HOST, self.host_header.as_str());
+        }
+        if !has_agent {
+            request = request.header(USER_AGENT, "palm");
+        }
+        if !has_accept {
+            request = request.header(ACCEPT, "application/json, */*");
+        }
+        if self.body.is_some() && !has_type {
+            request = request.header(CONTENT_TYPE, self.content_type);
+        }
+        for (name, value) in self.headers {
+            let value = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let name_ok = HeaderName::from_bytes(name.as_bytes()).is_ok();
+            if !name_ok || HeaderValue::from_str(&value).is_err() {
+                return Err(format!("header `{name}` is not a valid header"));
+            }
+            request = request.header(name.as_str(), value);
+        }
+        request
+            .body(Full::new(self.body.clone().unwrap_or_default()))
+            .map_err(|e| format!("cannot build the request: {e}"))
     }
-    Ok(Answer {
-        status,
-        headers,
-        body,
-    })
+}
+
+/// How one exchange on a connection failed.
+enum Failed {
+    /// Before any answer came: on a reused connection, its server may have closed it
+    /// as the request went out, so the request is sent once more on a new one.
+    Unanswered(String),
+    /// After the answer began, or for a reason a new connection would not change.
+    Final(String),
+}
+
+/// One request and its whole answer (bounded) on `sender`'s connection; the sender
+/// comes back for reuse.
+async fn exchange(
+    mut sender: Sender,
+    request: Request<Full<Bytes>>,
+) -> Result<(Answer, Sender), Failed> {
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| Failed::Unanswered(error_chain(&e)))?;
+    let status = response.status().as_u16();
+    let mut headers = Map::new();
+    for (name, value) in response.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match headers.get_mut(name.as_str()) {
+            // Repeated fields join as one list, as HTTP allows.
+            Some(Value::String(first)) => {
+                first.push_str(", ");
+                first.push_str(&value);
+            }
+            _ => {
+                headers.insert(name.as_str().to_owned(), Value::String(value));
+            }
+        }
+    }
+    let body = Limited::new(response.into_body(), RESPONSE_BYTES_MAX)
+        .collect()
+        .await
+        .map_err(|e| {
+            Failed::Final(if e.is::<LengthLimitError>() {
+                format!("the answer is larger than {RESPONSE_BYTES_MAX} bytes")
+            } else {
+                format!("cannot read the answer: {}", error_chain(&*e))
+            })
+        })?
+        .to_bytes()
+        .to_vec();
+    Ok((
+        Answer {
+            status,
+            headers,
+            body,
+        },
+        sender,
+    ))
+}
+
+/// An error with its causes, as one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
+
+impl Http {
+    /// One request to `url`, on a kept connection to its origin when one is open.
+    async fn request(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &Map<String, Value>,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<Answer, String> {
+        let (secure, host, port, path) = parse_url(url)?;
+        // A fragment names a part of the answer; it is never sent.
+        let path = path.split('#').next().unwrap_or("/");
+        let bracketed = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.clone()
+        };
+        let default_port = if secure { 443 } else { 80 };
+        let outgoing = Outgoing {
+            method,
+            host_header: if port == default_port {
+                bracketed
+            } else {
+                format!("{bracketed}:{port}")
+            },
+            path,
+            headers,
+            body: body.map(Bytes::from),
+            content_type,
+        };
+        let origin: Origin = (secure, host, port);
+        if let Some(sender) = self.pool.checkout(&origin).await {
+            match exchange(sender, outgoing.build()?).await {
+                Ok((answer, sender)) => {
+                    self.pool.checkin(origin, sender);
+                    return Ok(answer);
+                }
+                // Effects run at least once: sending again where no answer came is
+                // what a retry of the step would do, without failing it.
+                Err(Failed::Unanswered(_)) => {}
+                Err(Failed::Final(e)) => return Err(e),
+            }
+        }
+        let sender = self.connect(&origin).await?;
+        match exchange(sender, outgoing.build()?).await {
+            Ok((answer, sender)) => {
+                self.pool.checkin(origin, sender);
+                Ok(answer)
+            }
+            Err(Failed::Unanswered(e) | Failed::Final(e)) => Err(e),
+        }
+    }
+
+    /// The status of one request with no headers or body of its own: the client alone,
+    /// without a job around it (`palm bench effects` measures its steps against this).
+    pub async fn fetch(&self, method: &str, url: &str) -> Result<u16, String> {
+        self.request(method, url, &Map::new(), None, "")
+            .await
+            .map(|answer| answer.status)
+    }
+
+    /// A new connection to `origin` (TLS for https), its driver spawned.
+    async fn connect(&self, origin: &Origin) -> Result<Sender, String> {
+        let (secure, host, port) = origin;
+        let stream = TcpStream::connect((host.as_str(), *port))
+            .await
+            .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+        // The head and a small body go out as they are written, not after a delayed ACK.
+        let _ = stream.set_nodelay(true);
+        let handshake_failed = |e: hyper::Error| format!("HTTP with {host}:{port}: {e}");
+        if !secure {
+            let (sender, connection) = http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(handshake_failed)?;
+            tokio::spawn(connection);
+            return Ok(sender);
+        }
+        let config = self.tls()?;
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.clone())
+            .map_err(|e| format!("`{host}` is not a valid TLS server name: {e}"))?;
+        let stream = tokio_rustls::TlsConnector::from(config)
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS with {host}:{port} failed: {e}"))?;
+        let (sender, connection) = http1::handshake(TokioIo::new(EndAtEof(stream)))
+            .await
+            .map_err(handshake_failed)?;
+        tokio::spawn(connection);
+        Ok(sender)
+    }
+}
+
+/// A TLS stream whose peer closing without `close_notify` reads as its end, as curl
+/// takes it: many servers close so, and an answer without a length ends there.
+struct EndAtEof<S>(S);
+
+impl<S: AsyncRead + Unpin> AsyncRead for EndAtEof<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.0).poll_read(cx, buf) {
+            Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for EndAtEof<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }
 
 impl Provider for Http {
@@ -360,14 +515,12 @@ impl Provider for Http {
                 .get("timeout_ms")
                 .and_then(Value::as_u64)
                 .unwrap_or(TIMEOUT_MS_DEFAULT);
-            let tls = if url.starts_with("https://") {
-                Some(self.tls().map_err(Failure::new)?)
-            } else {
-                None
-            };
+            if url.starts_with("https://") {
+                self.tls().map_err(Failure::new)?;
+            }
             let answer = tokio::time::timeout(
                 Duration::from_millis(timeout_ms),
-                request(tls, &method, &url, &headers, body, content_type),
+                self.request(&method, &url, &headers, body, content_type),
             )
             .await
             .map_err(|_| {
@@ -410,10 +563,16 @@ impl Provider for Http {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A private CA (its PEM written to a file) and an https server on 127.0.0.1 whose
     /// certificate it signed, answering every request with `{"ok": true}`.
-    async fn private_https_server(dir: &std::path::Path) -> (std::path::PathBuf, u16) {
+    /// With `length` false the answer has no `Content-Length`: its body ends where the
+    /// connection does.
+    async fn private_https_server(
+        dir: &std::path::Path,
+        length: bool,
+    ) -> (std::path::PathBuf, u16) {
         use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
         use tokio_rustls::rustls;
         let ca_key = KeyPair::generate().expect("ca key");
@@ -457,10 +616,14 @@ mod tests {
                         head.push(byte[0]);
                     }
                     let body = br#"{"ok": true}"#;
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    );
+                    let answer = if length {
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                            body.len()
+                        )
+                    } else {
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n".to_owned()
+                    };
                     let _ = tls.write_all(answer.as_bytes()).await;
                     let _ = tls.write_all(body).await;
                     // Closed without close_notify, as many servers do.
@@ -473,34 +636,42 @@ mod tests {
     #[tokio::test]
     async fn https_with_a_private_ca_and_refused_without_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (ca_file, port) = private_https_server(dir.path()).await;
+        let (ca_file, port) = private_https_server(dir.path(), true).await;
         let url = format!("https://127.0.0.1:{port}/orders");
         let trusting = Http::new(Some(ca_file));
-        let answer = request(
-            Some(trusting.tls().expect("tls")),
-            "GET",
-            &url,
-            &Map::new(),
-            None,
-            "",
-        )
-        .await
-        .expect("an answer over TLS");
+        let answer = trusting
+            .request("GET", &url, &Map::new(), None, "")
+            .await
+            .expect("an answer over TLS");
         assert_eq!(answer.status, 200);
+        assert_eq!(answer.body, br#"{"ok": true}"#);
+        // The server closed that connection (without close_notify): the next request
+        // goes out on a new one and is answered.
+        let again = trusting
+            .request("GET", &url, &Map::new(), None, "")
+            .await
+            .expect("a second answer over TLS");
+        assert_eq!(again.status, 200);
+        // A body that ends with the connection, closed without close_notify: the end of
+        // the body, as for curl.
+        let (_, unframed) = private_https_server(dir.path(), false).await;
+        let answer = Http::new(Some(dir.path().join("ca.pem")))
+            .request(
+                "GET",
+                &format!("https://127.0.0.1:{unframed}/"),
+                &Map::new(),
+                None,
+                "",
+            )
+            .await
+            .expect("an answer ending with its connection");
         assert_eq!(answer.body, br#"{"ok": true}"#);
         // Mozilla's roots alone do not know this CA.
         let stranger = Http::new(None);
-        let err = request(
-            Some(stranger.tls().expect("tls")),
-            "GET",
-            &url,
-            &Map::new(),
-            None,
-            "",
-        )
-        .await
-        .err()
-        .expect("refused");
+        let err = stranger
+            .request("GET", &url, &Map::new(), None, "")
+            .await
+            .expect_err("refused");
         assert!(
             err.contains("TLS with 127.0.0.1") && err.contains("certificate"),
             "{err}"
@@ -529,17 +700,186 @@ mod tests {
     }
 
     #[test]
-    fn chunked_bodies_and_expectations() {
-        assert_eq!(
-            dechunk(b"4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n").unwrap(),
-            b"Wikipedia"
-        );
-        assert!(dechunk(b"zz\r\n").is_err());
+    fn expectations() {
         assert!(expected(&json!({}), 204).unwrap());
         assert!(!expected(&json!({}), 404).unwrap());
         assert!(expected(&json!({"expect": 404}), 404).unwrap());
         assert!(expected(&json!({"expect": [200, 201]}), 201).unwrap());
         assert!(expected(&json!({"expect": "4xx"}), 418).unwrap());
         assert!(expected(&json!({"expect": true}), 200).is_err());
+    }
+
+    /// What a scripted server does with one request: answer these bytes (and keep the
+    /// connection), or close the connection without answering.
+    enum Reply {
+        Answer(Vec<u8>),
+        Close,
+    }
+
+    /// Connections accepted and request heads read by a scripted server.
+    #[derive(Default)]
+    struct Seen {
+        connections: std::sync::atomic::AtomicUsize,
+        requests: std::sync::atomic::AtomicUsize,
+    }
+
+    /// A plain HTTP/1.1 server on 127.0.0.1 whose reply to request `r` on connection `c`
+    /// (both from 0) is `script(c, r)`.
+    async fn scripted_server(
+        script: impl Fn(usize, usize) -> Reply + Send + Sync + 'static,
+    ) -> (u16, Arc<Seen>) {
+        use std::sync::atomic::Ordering::SeqCst;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let seen = Arc::new(Seen::default());
+        let script = Arc::new(script);
+        let counts = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let connection = counts.connections.fetch_add(1, SeqCst);
+                let (script, counts) = (script.clone(), counts.clone());
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    for request in 0.. {
+                        // One head (these requests carry no body).
+                        let end = loop {
+                            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break at + 4;
+                            }
+                            let mut chunk = [0u8; 1024];
+                            match tcp.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        buffer.drain(..end);
+                        counts.requests.fetch_add(1, SeqCst);
+                        match script(connection, request) {
+                            Reply::Answer(bytes) => {
+                                if tcp.write_all(&bytes).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Reply::Close => return,
+                        }
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    fn ok_answer(extra: &str) -> Reply {
+        Reply::Answer(format!("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n{extra}\r\nok").into_bytes())
+    }
+
+    async fn get(http: &Http, port: u16, method: &str) -> Result<Answer, String> {
+        let url = format!("http://127.0.0.1:{port}/a?b=c#d");
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            http.request(method, &url, &Map::new(), None, ""),
+        )
+        .await
+        .expect("answered within 5 s")
+    }
+
+    #[tokio::test]
+    async fn requests_to_one_origin_reuse_a_kept_connection() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (port, seen) = scripted_server(|_, _| ok_answer("")).await;
+        let http = Http::new(None);
+        for _ in 0..3 {
+            let answer = get(&http, port, "GET").await.expect("answered");
+            assert_eq!((answer.status, answer.body.as_slice()), (200, &b"ok"[..]));
+        }
+        assert_eq!(
+            seen.connections.load(SeqCst),
+            1,
+            "one connection for three requests"
+        );
+        assert_eq!(seen.requests.load(SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_says_close_gets_a_new_connection_each_time() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (port, seen) = scripted_server(|_, _| ok_answer("Connection: close\r\n")).await;
+        let http = Http::new(None);
+        for _ in 0..2 {
+            assert_eq!(get(&http, port, "GET").await.expect("answered").status, 200);
+        }
+        assert_eq!(seen.connections.load(SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_kept_connection_closed_as_the_request_goes_out_is_retried_once_on_a_new_one() {
+        use std::sync::atomic::Ordering::SeqCst;
+        // The first connection answers its first request, then takes the next one and
+        // closes without a word, as a server does whose idle timeout just ran out.
+        let (port, seen) = scripted_server(|connection, request| {
+            if connection == 0 && request == 1 {
+                Reply::Close
+            } else {
+                ok_answer("")
+            }
+        })
+        .await;
+        let http = Http::new(None);
+        assert_eq!(get(&http, port, "GET").await.expect("first").status, 200);
+        let second = get(&http, port, "POST")
+            .await
+            .expect("second, on a new connection");
+        assert_eq!(second.status, 200);
+        assert_eq!(seen.connections.load(SeqCst), 2);
+        assert_eq!(
+            seen.requests.load(SeqCst),
+            3,
+            "the lost request was sent again"
+        );
+        // A fresh connection that fails is not retried: the error says what happened.
+        let (port, seen) = scripted_server(|_, _| Reply::Close).await;
+        let err = get(&Http::new(None), port, "GET")
+            .await
+            .expect_err("no answer");
+        assert!(
+            err.contains("closed") || err.contains("incomplete"),
+            "{err}"
+        );
+        assert_eq!(seen.requests.load(SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_chunked_answer_on_a_kept_connection_ends_with_its_last_chunk() {
+        let (port, _) = scripted_server(|_, _| {
+            Reply::Answer(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Part: a\r\nX-Part: b\r\n\r\n4\r\nWiki\r\n5\r\npedia\r\n0\r\n\r\n"
+                    .to_vec(),
+            )
+        })
+        .await;
+        let answer = get(&Http::new(None), port, "GET").await.expect("answered");
+        assert_eq!(answer.body, b"Wikipedia");
+        assert_eq!(answer.headers["x-part"], json!("a, b"));
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_bound_is_an_error() {
+        let (port, _) = scripted_server(|_, _| {
+            let mut bytes = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                RESPONSE_BYTES_MAX + 1
+            )
+            .into_bytes();
+            bytes.resize(bytes.len() + RESPONSE_BYTES_MAX + 1, b'x');
+            Reply::Answer(bytes)
+        })
+        .await;
+        let err = get(&Http::new(None), port, "GET")
+            .await
+            .expect_err("too large");
+        assert!(err.contains("larger than 8388608 bytes"), "{err}");
     }
 }
