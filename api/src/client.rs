@@ -5,6 +5,9 @@ use std::path::Path;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
+/// How long a client waits for room in a busy node's accept queue.
+const CONNECT_BUSY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A connection to a node.
 pub struct Client {
     reader: BufReader<tokio::net::unix::OwnedReadHalf>,
@@ -14,7 +17,21 @@ pub struct Client {
 impl Client {
     /// Connects to the node serving `socket`, or `None` if none answers there.
     pub async fn connect(socket: &Path) -> Option<Client> {
-        let stream = UnixStream::connect(socket).await.ok()?;
+        let busy_until = std::time::Instant::now() + CONNECT_BUSY_MAX;
+        let stream = loop {
+            match UnixStream::connect(socket).await {
+                Ok(stream) => break stream,
+                // A full accept queue: a node is there, busy with a burst of clients.
+                // Not "no node": that would send the caller to start one of its own.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        && std::time::Instant::now() < busy_until =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                Err(_) => return None,
+            }
+        };
         let (reader, writer) = stream.into_split();
         Some(Client {
             reader: BufReader::new(reader),

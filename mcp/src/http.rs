@@ -158,6 +158,7 @@ pub async fn serve(
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
+        .and_then(|listener| palm_node::sys::raise_backlog(&listener).map(|()| listener))
         .map_err(|e| CliError::failure("listen", format!("cannot listen on {addr}: {e}")))?;
     let local = listener.local_addr()?;
     eprintln!(

@@ -78,6 +78,8 @@ async fn spawn_once() -> Result<Duration, CliError> {
 async fn serve_loopback() -> Result<std::net::SocketAddr, CliError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    // As many clients at once as jobs in flight: more than the default queue of 128.
+    palm_node::sys::raise_backlog(&listener)?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {

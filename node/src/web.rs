@@ -59,6 +59,7 @@ pub async fn start(
     let address = address(text)?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
+        .and_then(|listener| palm_node::sys::raise_backlog(&listener).map(|()| listener))
         .map_err(|e| CliError::failure("http", format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr().unwrap_or(address);
     let scope = if bound.ip().is_loopback() {

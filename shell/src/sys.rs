@@ -50,6 +50,24 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Connections a listening TCP socket of Palm queues before they are accepted. std,
+/// mio and tokio ask for 128: past it, each extra client of a burst loses its SYN and
+/// waits a second for the retransmission. The kernel caps it at `net.core.somaxconn`
+/// (4096 by default since Linux 5.4). (Unix sockets already ask for that cap on Linux.)
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Raises the accept queue of the listening socket `listener` to [`LISTEN_BACKLOG`].
+pub fn raise_backlog(listener: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    // SAFETY: listen takes a descriptor and an integer; called again on a listening
+    // socket it only changes the queue's length (Linux, and POSIX leaves it allowed).
+    let rc = unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// True while a process with this pid exists (it may belong to another user).
 pub fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -265,4 +283,80 @@ pub fn shell() -> &'static std::path::Path {
             })
             .unwrap_or_else(|| std::path::PathBuf::from("sh"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// How many of `burst` connections to `listener`, nobody accepting, are made within
+    /// 300 ms each (a lost SYN is sent again only after a second).
+    async fn connected_at_once(listener: &tokio::net::TcpListener, burst: usize) -> usize {
+        let address = listener.local_addr().expect("address");
+        let mut held = Vec::new();
+        for _ in 0..burst {
+            let connect = tokio::net::TcpStream::connect(address);
+            match tokio::time::timeout(Duration::from_millis(300), connect).await {
+                Ok(Ok(stream)) => held.push(stream),
+                Ok(Err(e)) => panic!("connect: {e}"),
+                Err(_) => break,
+            }
+        }
+        held.len()
+    }
+
+    #[tokio::test]
+    async fn a_raised_backlog_queues_a_burst_of_connections_nobody_accepts_yet() {
+        let default = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let made = connected_at_once(&default, 300).await;
+        assert!(made < 300, "the default queue of 128 took a burst of 300");
+        let raised = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        raise_backlog(&raised).expect("listen again");
+        assert_eq!(connected_at_once(&raised, 300).await, 300);
+    }
+
+    #[tokio::test]
+    async fn a_node_whose_accept_queue_is_full_is_waited_for_not_taken_for_absent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("palm.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        // A queue of 2, filled without accepting: the next connect fails with EAGAIN.
+        // SAFETY: listen on a listening socket only changes its queue's length.
+        assert_eq!(
+            unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 2) },
+            0
+        );
+        let mut held = Vec::new();
+        loop {
+            match tokio::net::UnixStream::connect(&path).await {
+                Ok(stream) => held.push(stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("connect: {e}"),
+            }
+            assert!(held.len() < 100, "a queue of 2 took 100 connections");
+        }
+        let waiting = tokio::spawn({
+            let path = path.clone();
+            async move { palm_api::client::Client::connect(&path).await.is_some() }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "the client gave up on a busy node");
+        // The node gets to its queue: the waiting client is let in.
+        for _ in 0..=held.len() {
+            let _ = listener.accept().await.expect("accept");
+        }
+        assert!(
+            waiting.await.expect("joined"),
+            "a busy node was taken for no node"
+        );
+        // Where nothing listens the answer is still `None`, at once.
+        drop(listener);
+        let _ = std::fs::remove_file(&path);
+        assert!(palm_api::client::Client::connect(&path).await.is_none());
+    }
 }
