@@ -285,7 +285,7 @@ async fn exchange(
     let response = sender
         .send_request(request)
         .await
-        .map_err(|e| Failed::Unanswered(error_chain(&e)))?;
+        .map_err(|e| Failed::Unanswered(format!("no HTTP answer: {}", error_chain(&e))))?;
     let status = response.status().as_u16();
     let mut headers = Map::new();
     for (name, value) in response.headers() {
@@ -863,6 +863,16 @@ mod tests {
         let answer = get(&Http::new(None), port, "GET").await.expect("answered");
         assert_eq!(answer.body, b"Wikipedia");
         assert_eq!(answer.headers["x-part"], json!("a, b"));
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_http_says_so() {
+        let (port, _) =
+            scripted_server(|_, _| Reply::Answer(b"SSH-2.0-OpenSSH\r\n\r\n".to_vec())).await;
+        let err = get(&Http::new(None), port, "GET")
+            .await
+            .expect_err("not HTTP");
+        assert!(err.starts_with("no HTTP answer: "), "{err}");
     }
 
     #[tokio::test]
