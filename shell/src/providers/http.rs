@@ -230,7 +230,9 @@ impl Outgoing<'_> {
     fn build(&self) -> Result<Request<Full<Bytes>>, String> {
         let method = Method::from_bytes(self.method.as_bytes())
             .map_err(|_| format!("`{}` is not a method", self.method))?;
-        let mut request = Request::builder().method(method).uri(self.path);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(request_target(self.path).as_ref());
         let named = |name: &str| self.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         let (has_host, has_agent, has_accept, has_type) = (
             named("host"),
@@ -265,6 +267,25 @@ impl Outgoing<'_> {
             .body(Full::new(self.body.clone().unwrap_or_default()))
             .map_err(|e| format!("cannot build the request: {e}"))
     }
+}
+
+/// `path` (with its query) as a request target: bytes a URI may not hold (spaces,
+/// non-ASCII text from a template, `"<>\\^`{|}`) percent-encoded, as a browser does;
+/// `%` and everything else kept as written.
+fn request_target(path: &str) -> std::borrow::Cow<'_, str> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=%".contains(&b);
+    if path.bytes().all(allowed) {
+        return path.into();
+    }
+    let mut encoded = String::with_capacity(path.len() + 16);
+    for b in path.bytes() {
+        if allowed(b) {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    encoded.into()
 }
 
 /// How one exchange on a connection failed.
@@ -407,7 +428,7 @@ impl Http {
         let _ = stream.set_nodelay(true);
         let handshake_failed = |e: hyper::Error| format!("HTTP with {host}:{port}: {e}");
         if !secure {
-            let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            let (sender, connection) = handshake(TokioIo::new(stream))
                 .await
                 .map_err(handshake_failed)?;
             tokio::spawn(connection);
@@ -420,12 +441,25 @@ impl Http {
             .connect(name, stream)
             .await
             .map_err(|e| format!("TLS with {host}:{port} failed: {e}"))?;
-        let (sender, connection) = http1::handshake(TokioIo::new(EndAtEof(stream)))
+        let (sender, connection) = handshake(TokioIo::new(EndAtEof(stream)))
             .await
             .map_err(handshake_failed)?;
         tokio::spawn(connection);
         Ok(sender)
     }
+}
+
+/// hyper's HTTP/1.1 handshake on `io`, header names sent as `Content-Length` rather than
+/// `content-length`: the same to HTTP, and to the hand-written servers that look for
+/// the former.
+async fn handshake<S>(io: S) -> hyper::Result<(Sender, http1::Connection<S, Full<Bytes>>)>
+where
+    S: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    http1::Builder::new()
+        .title_case_headers(true)
+        .handshake(io)
+        .await
 }
 
 /// A TLS stream whose peer closing without `close_notify` reads as its end, as curl
@@ -721,6 +755,8 @@ mod tests {
     struct Seen {
         connections: std::sync::atomic::AtomicUsize,
         requests: std::sync::atomic::AtomicUsize,
+        /// Each request's head, as received.
+        heads: Mutex<Vec<String>>,
     }
 
     /// A plain HTTP/1.1 server on 127.0.0.1 whose reply to request `r` on connection `c`
@@ -755,8 +791,13 @@ mod tests {
                                 Ok(n) => buffer.extend_from_slice(&chunk[..n]),
                             }
                         };
-                        buffer.drain(..end);
+                        let head = buffer.drain(..end).collect::<Vec<u8>>();
                         counts.requests.fetch_add(1, SeqCst);
+                        counts
+                            .heads
+                            .lock()
+                            .expect("heads")
+                            .push(String::from_utf8_lossy(&head).into_owned());
                         match script(connection, request) {
                             Reply::Answer(bytes) => {
                                 if tcp.write_all(&bytes).await.is_err() {
@@ -863,6 +904,28 @@ mod tests {
         let answer = get(&Http::new(None), port, "GET").await.expect("answered");
         assert_eq!(answer.body, b"Wikipedia");
         assert_eq!(answer.headers["x-part"], json!("a, b"));
+    }
+
+    #[tokio::test]
+    async fn a_target_with_spaces_or_other_text_is_percent_encoded() {
+        let (port, seen) = scripted_server(|_, _| ok_answer("")).await;
+        let url = format!("http://127.0.0.1:{port}/find me?q=café&x=%41|b#part");
+        let answer = Http::new(None)
+            .request("GET", &url, &Map::new(), None, "")
+            .await
+            .expect("answered");
+        assert_eq!(answer.status, 200);
+        let heads = seen.heads.lock().expect("heads");
+        assert!(
+            heads[0].starts_with("GET /find%20me?q=caf%C3%A9&x=%41%7Cb HTTP/1.1\r\n"),
+            "{}",
+            heads[0]
+        );
+        assert!(
+            heads[0].contains(&format!("Host: 127.0.0.1:{port}\r\n")),
+            "{}",
+            heads[0]
+        );
     }
 
     #[tokio::test]
