@@ -1095,9 +1095,18 @@ fn orphan_worktrees_are_saved_and_removed_at_boot() {
     std::fs::write(tree.join("unsaved.txt"), "late\n").expect("late edit");
     std::fs::remove_file(data.path().join("palm.redb")).expect("reset the store");
     let _up = Up::start_env(data.path(), &[], &env.vars());
+    let worktrees = || {
+        let listed = git_in(repo.path(), &["worktree", "list", "--porcelain"]);
+        String::from_utf8_lossy(&listed.stdout)
+            .matches("worktree ")
+            .count()
+    };
+    // `git worktree remove` deletes the directory before git's record of it: wait for
+    // both, or the count below races the node's removal.
     assert!(
-        eventually(Duration::from_secs(15), || !tree.exists()),
-        "the orphan worktree is removed"
+        eventually(Duration::from_secs(15), || !tree.exists()
+            && worktrees() == 1),
+        "the orphan worktree is removed, and git's record of it"
     );
     let shown = git_in(
         repo.path(),
@@ -1108,13 +1117,7 @@ fn orphan_worktrees_are_saved_and_removed_at_boot() {
         "late\n",
         "saved first"
     );
-    let listed = git_in(repo.path(), &["worktree", "list", "--porcelain"]);
-    assert_eq!(
-        String::from_utf8_lossy(&listed.stdout)
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    assert_eq!(worktrees(), 1);
 }
 
 /// `METHOD PATH` with a JSON body on the node's REST API: (status, the body as JSON, or
