@@ -1042,6 +1042,15 @@ fn a_succeeding_job_lands_its_patch_when_its_flow_says_so() {
             "name: {name}\npatches: apply_on_success\ntree:\n  sequence:\n    - agent: {{ provider: claude, prompt: \"EDIT {name}.txt done\", repo: \"{repo_text}\" }}\n    - {then}\n"
         )
     };
+    // A landing that takes a while (a hook of the checkout, after its fast-forward):
+    // `palm run` ends only once the patch has landed and says so, not while git still
+    // runs — its process used to end 2 s after the job, the patch merged or not, still
+    // described as pending.
+    let hook = repo.path().join(".git/hooks/post-merge");
+    std::fs::create_dir_all(hook.parent().expect("hooks")).expect("hooks dir");
+    std::fs::write(&hook, "#!/bin/sh\nsleep 3\n").expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
     let good = data.path().join("good.yaml");
     std::fs::write(&good, flow("good", "succeed: {}")).expect("flow");
     let ran = palm_env(
@@ -1050,13 +1059,13 @@ fn a_succeeding_job_lands_its_patch_when_its_flow_says_so() {
         &env.vars(),
     );
     assert_eq!(ran.code, 0, "{}", ran.stdout);
+    let landed = palm_env(data.path(), &["patches", "list", "--json"], &[]).json();
+    assert_eq!(landed["patches"][0]["status"], "applied", "{landed}");
     assert!(
-        eventually(Duration::from_secs(10), || repo
-            .path()
-            .join("good.txt")
-            .exists()),
+        repo.path().join("good.txt").exists(),
         "the patch landed on the checkout"
     );
+    std::fs::remove_file(&hook).expect("no more hook");
     assert_eq!(
         std::fs::read_to_string(repo.path().join("good.txt")).expect("read"),
         "done\n"

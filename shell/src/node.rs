@@ -20,7 +20,11 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::info;
+use tracing::{info, warn};
+
+/// How long a stopping node waits for patches still landing (a merge of a large
+/// repository under load takes seconds, not minutes).
+const BACKGROUND_WAIT_MAX: Duration = Duration::from_secs(120);
 
 /// The store file of a data directory.
 pub fn store_path(data: &Path) -> PathBuf {
@@ -569,6 +573,21 @@ impl Node {
             .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(60)))
             .await;
         let _ = self.join.await;
+        // Patches landing after their jobs' success: a process ending under them would
+        // leave a patch merged but described as pending, or not landed at all.
+        if genome.background.running() > 0 {
+            info!(
+                running = genome.background.running(),
+                "waiting for patches being landed"
+            );
+            if !genome.background.drained(BACKGROUND_WAIT_MAX).await {
+                warn!(
+                    running = genome.background.running(),
+                    "patches still landing after {} s; stopping anyway",
+                    BACKGROUND_WAIT_MAX.as_secs()
+                );
+            }
+        }
         info!("node stopped");
     }
 }

@@ -678,12 +678,14 @@ impl KernelState {
                     {
                         // Once the success is durable: the merge queue runs git, off
                         // the kernel's thread.
+                        // Counted, so the node's shutdown waits for it.
                         let data = self.genome.info.data.clone();
                         let job = job.clone();
+                        let background = Arc::clone(&self.genome.background);
                         self.host.attach(
                             seal.seq,
                             Box::new(move || {
-                                tokio::task::spawn_blocking(move || apply_patches(&data, &job));
+                                background.spawn_blocking(move || apply_patches(&data, &job));
                             }),
                         );
                     }

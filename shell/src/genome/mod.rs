@@ -17,6 +17,7 @@
 //! board, the next deadline. A restarted kernel registers itself there, so organs started
 //! after it always talk to the live one.
 
+pub mod background;
 pub mod desk;
 pub mod gated;
 pub mod kernel;
@@ -174,6 +175,8 @@ pub struct Genome {
     /// The tree organ (links to parent and children), for tree profiles; set once
     /// when it starts, after the genome.
     pub tree: std::sync::OnceLock<Arc<dyn TreeOrgan>>,
+    /// Work off the actors that shutdown waits for (patches landing).
+    pub background: Arc<background::Background>,
     kernel: RwLock<Option<ActorRef<KernelMsg>>>,
     accepting: AtomicBool,
 }
@@ -199,6 +202,7 @@ impl Genome {
             stats: Stats::default(),
             stopping: watch::Sender::new(false),
             tree: std::sync::OnceLock::new(),
+            background: Arc::default(),
             kernel: RwLock::new(None),
             accepting: AtomicBool::new(true),
         })
