@@ -61,18 +61,27 @@ fn a_schedule_starts_on_time_and_catches_up_once_after_downtime() {
     )
     .len()
         > before));
+    // The next on-time start follows the catch-up by a second, and a loaded machine
+    // can take that long between the two checks: count the catch-ups, not the starts.
     std::thread::sleep(Duration::from_millis(300));
     let after = jobs_of(data.path(), "tick");
+    assert!(
+        (before + 1..=before + 3).contains(&after.len()),
+        "the catch-up and at most the on-time starts since: {} after {before}",
+        after.len()
+    );
+    let missed: Vec<u64> = after
+        .iter()
+        .map(|job| {
+            let shown = status(data.path(), job["job"].as_str().expect("id"));
+            shown["state"]["missed"].as_u64().unwrap_or(0)
+        })
+        .collect();
     assert_eq!(
-        after.len(),
-        before + 1,
-        "one catch-up start (catch_up: once)"
+        missed.iter().filter(|m| **m >= 3).count(),
+        1,
+        "one catch-up start (catch_up: once): {missed:?}"
     );
-    let last = status(
-        data.path(),
-        after.last().expect("a job")["job"].as_str().expect("id"),
-    );
-    assert!(last["state"]["missed"].as_u64() >= Some(3), "{last}");
     drop(up);
 }
 

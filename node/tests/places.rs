@@ -45,7 +45,7 @@ fn work_that_needs_a_place_waits_for_it_and_none_runs_twice() {
     std::fs::write(
         data.path().join("palm.yaml"),
         format!(
-            "places:\n  web:\n    spawn: \"{}\"\n    probe: {{ http: \"http://127.0.0.1:{port}/\", interval: 200ms, failures: 1 }}\n    restart: {{ policy: on_failure, backoff: 2s }}\n",
+            "places:\n  web:\n    spawn: \"{}\"\n    probe: {{ http: \"http://127.0.0.1:{port}/\", interval: 200ms, failures: 1 }}\n    restart: {{ policy: on_failure, backoff: 6s }}\n",
             http_server(port)
         ),
     )
@@ -72,7 +72,8 @@ fn work_that_needs_a_place_waits_for_it_and_none_runs_twice() {
     assert_eq!(first.code, 0, "{}", first.stderr);
 
     // Kill the server behind the node's back: the place goes unready, then restarts
-    // after its 2 s backoff.
+    // after its 6 s backoff — the window in which the checks below see it down (ten
+    // `palm` commands, slow on a loaded machine).
     let pid = place(data.path(), "web").expect("web")["pid"]
         .as_u64()
         .expect("pid") as i32;
@@ -111,6 +112,11 @@ fn work_that_needs_a_place_waits_for_it_and_none_runs_twice() {
         drained.lines().count(),
         1,
         "nothing drains while web is down"
+    );
+    assert_eq!(
+        state_of(data.path(), "web"),
+        "unready",
+        "the checks above ran while web was down"
     );
 
     // After the restart everything completes, exactly once.

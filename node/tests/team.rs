@@ -386,7 +386,9 @@ fn a_parallel_team_keeps_predicted_overlaps_apart_and_merges_every_lane() {
     let work = tempfile::tempdir().expect("work");
     let log = work.path().join("members.log");
     let checkout = three_file_checkout(true);
-    parallel_setup(data.path(), &log, "1.5");
+    // Each member's turn lasts 4 s: long enough that c's lane is set up and its member
+    // started while a's still runs, even on a loaded machine (the overlap is asserted).
+    parallel_setup(data.path(), &log, "4");
     // a and b name the same file: predicted to overlap, they must not run side by side;
     // c touches another file and runs beside a; d waits for c (a dependency).
     let board = data.path().join("board.yaml");

@@ -82,10 +82,14 @@ fn truth_climbs_home_and_work_spreads_out() {
     let root_up = Up::start(root, &root_args);
     let _edge1 = edge(edge1, &addr, "edge1", Some(&token(root, "edge1")));
     let edge2_up = edge(edge2, &addr, "edge2", Some(&token(root, "edge2")));
+    // edge1 routes the submit below through its own view of its parent link: wait for
+    // that too, not only for the root's.
     assert!(eventually(Duration::from_secs(15), || offers(
         root, "edge2", "blue"
     ) && child_up(
         root, "edge1"
+    ) && child_up(
+        edge1, "root"
     )));
 
     // A job submitted at edge1 is homed at the root; its effect runs on edge2.

@@ -146,6 +146,7 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
     assert!(
         eventually(Duration::from_secs(20), || offers(realm, "edge-2", "blue")
             && link_up(realm, "child", "edge-1")
+            && link_up(edge1, "parent", "realm-1")
             && link_up(root, "child", "realm-1")),
         "tree: {}",
         result(realm, json!({"op": "tree"}))

@@ -302,12 +302,11 @@ fn tokens_offline_and_usage_errors() {
             "1",
         ],
     );
-    assert!(eventually(Duration::from_secs(10), || link_up(
-        child_dir.path(),
-        "parent",
-        "root"
-    )
-    .is_some()));
+    // Both ends' views: each side records the link before it shows it.
+    assert!(eventually(Duration::from_secs(10), || {
+        link_up(child_dir.path(), "parent", "root").is_some()
+            && link_up(root_dir.path(), "child", "edge-9").is_some()
+    }));
     assert_eq!(vitality(child_dir.path())["node"], "edge-9");
     // Garbage at the root's port leaves it healthy and the link up.
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");

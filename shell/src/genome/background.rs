@@ -69,7 +69,10 @@ mod tests {
             let _ = gate.recv();
         });
         assert_eq!(background.running(), 1);
-        assert!(!background.drained(Duration::from_millis(50)).await, "still running");
+        assert!(
+            !background.drained(Duration::from_millis(50)).await,
+            "still running"
+        );
         release.send(()).expect("release");
         assert!(background.drained(Duration::from_secs(5)).await);
         // Work that panics still counts as ended.
