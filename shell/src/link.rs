@@ -753,6 +753,12 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                     connection: Some(link.connection_id()),
                     link: Some(link.clone()),
                 };
+                // The hop task hears of the link before the board shows it: a request
+                // routed by someone who saw the link up (`vitality`, `tree`) goes through
+                // the hop task's inbox after this `LinkUp`, never before it.
+                tree.hop
+                    .link_up(topo_direction(peer.direction), &link)
+                    .await;
                 {
                     let mut board = tree.lock();
                     match peer.direction {
@@ -762,9 +768,6 @@ async fn pump(tree: Arc<Tree>, mut events: mpsc::Receiver<LinkEvent<TreeMsg>>) {
                         }
                     }
                 }
-                tree.hop
-                    .link_up(topo_direction(peer.direction), &link)
-                    .await;
                 tokio::spawn(serve(Arc::clone(&tree), link, inbound));
             }
             LinkEvent::LinkDown {
