@@ -677,8 +677,8 @@ impl KernelState {
                         && self.applies_patches(&job)
                     {
                         // Once the success is durable: the merge queue runs git, off
-                        // the kernel's thread.
-                        // Counted, so the node's shutdown waits for it.
+                        // the kernel's thread, counted so the node's shutdown waits
+                        // for it.
                         let data = self.genome.info.data.clone();
                         let job = job.clone();
                         let background = Arc::clone(&self.genome.background);
