@@ -1,6 +1,6 @@
 //! The operating-system calls std does not offer: signalling a process group, reading
-//! the process's own resource use, and raising a listener's accept queue. The only `unsafe` in Palm lives here, each call small
-//! and commented.
+//! the process's own resource use, and raising a listener's accept queue. The only
+//! `unsafe` in Palm lives here, each call small and commented.
 
 #![allow(unsafe_code)]
 
