@@ -152,15 +152,31 @@ mod tests {
     use palm_actors::path::JobPathConfig;
     use palm_actors::store::MemoryStore;
 
-    /// A `sleep` in a group of its own, started with `PALM_EFFECT_KEY=key`.
+    /// A `sleep` in a group of its own, started with `PALM_EFFECT_KEY=key`, returned once
+    /// its environment can be read.
+    ///
+    /// `spawn` (glibc's `posix_spawn`, a vfork) returns when the child's `execve` has
+    /// replaced its memory, a moment before the kernel writes the new environment:
+    /// `/proc/PID/environ` read at once came back without the key in 876 of 3,000
+    /// spawns here. A record from an earlier life is never that young.
     fn orphan(key: &str) -> std::process::Child {
         use std::os::unix::process::CommandExt;
-        std::process::Command::new("sleep")
+        let child = std::process::Command::new("sleep")
             .arg("30")
             .env("PALM_EFFECT_KEY", key)
             .process_group(0)
             .spawn()
-            .expect("spawn sleep")
+            .expect("spawn sleep");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !sys::started_with_env(child.id(), "PALM_EFFECT_KEY", key) {
+            assert!(
+                Instant::now() < deadline,
+                "the environment of `sleep` (pid {}) never showed its key",
+                child.id()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child
     }
 
     fn recorded(child: &std::process::Child, token: u64) -> RunningGroup {
