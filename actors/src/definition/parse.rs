@@ -472,6 +472,41 @@ impl Parser {
         found
     }
 
+    /// The value of a duration field that may be written by either of two names (`timeout`
+    /// or `timeout_ms`; the short one is design.md's word, the long one says its unit when
+    /// given a bare number). Both at once is an error at the second.
+    fn either<'a>(
+        &mut self,
+        options: &HashMap<&str, &'a Spanned>,
+        name: &str,
+        long: &str,
+    ) -> Option<(&'a Spanned, String)> {
+        match (options.get(name), options.get(long)) {
+            (Some(_), Some(second)) => {
+                self.error(
+                    second.span,
+                    format!("`{name}` and `{long}` are the same field; give one"),
+                    None,
+                );
+                None
+            }
+            (Some(node), None) => Some((node, format!("`{name}`"))),
+            (None, Some(node)) => Some((node, format!("`{long}`"))),
+            (None, None) => None,
+        }
+    }
+
+    /// An optional duration field written `name` or `long` (see [`Parser::either`]).
+    fn optional_duration(
+        &mut self,
+        options: &HashMap<&str, &Spanned>,
+        name: &str,
+        long: &str,
+    ) -> Option<u64> {
+        let (node, what) = self.either(options, name, long)?;
+        self.duration(node, &what, false)
+    }
+
     fn definition(&mut self, document: &Spanned) -> Option<Definition> {
         let Value::Map(entries) = &document.value else {
             let found = document.type_name();
@@ -1330,8 +1365,8 @@ impl Parser {
     }
 
     fn backoff(&mut self, options: &HashMap<&str, &Spanned>) -> Option<Backoff> {
-        let initial_ms = match options.get("backoff_ms") {
-            Some(node) => self.duration(node, "`backoff_ms`", true)?,
+        let initial_ms = match self.either(options, "backoff", "backoff_ms") {
+            Some((node, what)) => self.duration(node, &what, true)?,
             None => 0,
         };
         let factor = match options.get("backoff_factor") {
@@ -1368,6 +1403,7 @@ impl Parser {
             &[
                 "name",
                 "attempts",
+                "backoff",
                 "backoff_ms",
                 "backoff_factor",
                 "backoff_max_ms",
@@ -1376,6 +1412,7 @@ impl Parser {
         } else {
             &[
                 "name",
+                "backoff",
                 "backoff_ms",
                 "backoff_factor",
                 "backoff_max_ms",
@@ -1432,15 +1469,18 @@ impl Parser {
     }
 
     fn timeout(&mut self, span: Span, body: &Spanned) -> Option<Node> {
-        let (options, child) = self.decorator_body("timeout", span, body, &["name", "ms", "do"])?;
-        let ms = match options.get("ms") {
-            Some(node) => self.duration(node, "`ms`", false)?,
+        let (options, child) =
+            self.decorator_body("timeout", span, body, &["name", "duration", "ms", "do"])?;
+        let ms = match self.either(&options, "duration", "ms") {
+            Some((node, what)) => self.duration(node, &what, false)?,
             None => {
-                self.error(
-                    span,
-                    "missing field `ms` in `timeout`",
-                    Some("`timeout: { ms: 5000, do: ... }` (or `ms: 5s`)".to_owned()),
-                );
+                if !(options.contains_key("duration") && options.contains_key("ms")) {
+                    self.error(
+                        span,
+                        "missing field `duration` in `timeout`",
+                        Some("`timeout: { duration: 5s, do: ... }` (or `ms: 5000`)".to_owned()),
+                    );
+                }
                 return None;
             }
         };
@@ -1593,6 +1633,7 @@ impl Parser {
                 "cmd",
                 "cwd",
                 "env",
+                "timeout",
                 "timeout_ms",
                 "needs",
                 "place",
@@ -1633,9 +1674,7 @@ impl Parser {
                 }
             }
         }
-        let timeout_ms = options
-            .get("timeout_ms")
-            .and_then(|node| self.duration(node, "`timeout_ms`", false));
+        let timeout_ms = self.optional_duration(&options, "timeout", "timeout_ms");
         let needs = options
             .get("needs")
             .map(|node| self.string_list(node, "`needs`"))
@@ -1678,7 +1717,15 @@ impl Parser {
                 let options = self.leaf_options(
                     "wait",
                     body,
-                    &["name", "key", "prompt", "choices", "schema", "timeout_ms"],
+                    &[
+                        "name",
+                        "key",
+                        "prompt",
+                        "choices",
+                        "schema",
+                        "timeout",
+                        "timeout_ms",
+                    ],
                 )?;
                 let key = options.get("key").copied();
                 if key.is_none() {
@@ -1722,9 +1769,7 @@ impl Parser {
                         None
                     }
                 });
-        let timeout_ms = options
-            .get("timeout_ms")
-            .and_then(|node| self.duration(node, "`timeout_ms`", false));
+        let timeout_ms = self.optional_duration(&options, "timeout", "timeout_ms");
         let name = self.name_option(&options);
         Some(Node {
             kind: NodeKind::Wait(WaitSpec {
@@ -1865,7 +1910,15 @@ impl Parser {
         let options = self.leaf_options(
             "call",
             body,
-            &["name", "provider", "args", "save", "needs", "timeout_ms"],
+            &[
+                "name",
+                "provider",
+                "args",
+                "save",
+                "needs",
+                "timeout",
+                "timeout_ms",
+            ],
         )?;
         let provider = self
             .required(
@@ -1887,9 +1940,7 @@ impl Parser {
             .get("needs")
             .map(|node| self.string_list(node, "`needs`"))
             .unwrap_or_default();
-        let timeout_ms = options
-            .get("timeout_ms")
-            .and_then(|node| self.duration(node, "`timeout_ms`", false));
+        let timeout_ms = self.optional_duration(&options, "timeout", "timeout_ms");
         let name = self.name_option(&options);
         Some(Node {
             kind: NodeKind::Call(CallSpec {
@@ -2364,6 +2415,46 @@ tree:
                 "7:24 unknown name `stat` in template",
                 "8:7 missing field `attempts` in `retry`",
             ]
+        );
+    }
+
+    #[test]
+    fn durations_take_design_words_and_unit_words_alike() {
+        // design.md names `timeout` (run, wait), `backoff` (retry) and `duration` (the
+        // timeout decorator); the parser also takes the names that say the unit. Each
+        // pair parses to the same tree (the aliased field is last on its line, so every
+        // node keeps its position).
+        let flow = |timeout: &str, backoff: &str, duration: &str| {
+            format!(
+                "name: d\ntree:\n  sequence:\n    - run: {{ cmd: \"true\", {timeout}: 5s }}\n    - wait: {{ key: go, {timeout}: 1h }}\n    - call: {{ provider: http, {timeout}: 2000 }}\n    - retry: {{ attempts: 2, do: succeed, {backoff}: 1s }}\n    - until_success: {{ do: succeed, {backoff}: 250ms }}\n    - timeout: {{ do: succeed, {duration}: 3s }}\n"
+            )
+        };
+        let short = parse(&flow("timeout", "backoff", "duration"), "f.yaml").expect("short names");
+        let long = parse(&flow("timeout_ms", "backoff_ms", "ms"), "f.yaml").expect("long names");
+        assert_eq!(format!("{:?}", short.tree), format!("{:?}", long.tree));
+        let NodeKind::Sequence { children, .. } = &short.tree.kind else {
+            panic!("a sequence");
+        };
+        let NodeKind::Run(run) = &children[0].kind else {
+            panic!("a run");
+        };
+        assert_eq!(run.timeout_ms, Some(5_000));
+        let NodeKind::Timeout { ms, .. } = &children[5].kind else {
+            panic!("a timeout");
+        };
+        assert_eq!(*ms, 3_000);
+        // Both names at once: one field given twice, an error at the second.
+        assert_eq!(
+            errors("name: d\ntree:\n  run: { cmd: \"true\", timeout: 5s, timeout_ms: 5000 }\n"),
+            ["3:48 `timeout` and `timeout_ms` are the same field; give one"]
+        );
+        assert_eq!(
+            errors("name: d\ntree:\n  timeout: { duration: 1s, ms: 1000, do: succeed }\n"),
+            ["3:32 `duration` and `ms` are the same field; give one"]
+        );
+        assert_eq!(
+            errors("name: d\ntree:\n  timeout: { do: succeed }\n"),
+            ["3:3 missing field `duration` in `timeout`"]
         );
     }
 
