@@ -125,6 +125,49 @@ fn a_run_step_keeps_its_output_when_a_background_process_holds_the_pipes() {
 }
 
 #[test]
+fn every_effect_command_sees_its_job_its_key_and_its_node() {
+    // design.md §10: effects see PALM_JOB_ID, PALM_EFFECT_KEY and PALM_NODE_NAME. A
+    // `verify` check runs a command as an effect too (its own code path).
+    let data = data_dir();
+    let flow = data.path().join("env.yaml");
+    let (from_run, from_verify) = (data.path().join("run.env"), data.path().join("verify.env"));
+    let line = "echo $PALM_JOB_ID,$PALM_EFFECT_KEY,$PALM_NODE_NAME >";
+    std::fs::write(
+        &flow,
+        format!(
+            "name: env\ntree:\n  sequence:\n    - run: {{ cmd: \"{line} {}\" }}\n    - verify: {{ cmd: \"{line} {}\", cwd: {} }}\n",
+            from_run.display(),
+            from_verify.display(),
+            data.path().display()
+        ),
+    )
+    .unwrap();
+    let ran = palm(data.path(), &["run", flow.to_str().unwrap(), "--json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let view = ran.json();
+    assert_eq!(view["status"], "succeeded", "{view}");
+    let job = view["job"].as_str().expect("a job id");
+    let node = view["effects"][0]["node"]
+        .as_str()
+        .expect("the effect's node");
+    let mut keys = Vec::new();
+    for file in [&from_run, &from_verify] {
+        let text = std::fs::read_to_string(file).expect("the command wrote its environment");
+        let fields: Vec<&str> = text.trim().split(',').collect();
+        assert_eq!(fields.len(), 3, "{}: {text:?}", file.display());
+        assert_eq!(fields[0], job, "PALM_JOB_ID in {}", file.display());
+        assert!(
+            fields[1].starts_with(&format!("{job}/")),
+            "PALM_EFFECT_KEY in {}: {text:?}",
+            file.display()
+        );
+        assert_eq!(fields[2], node, "PALM_NODE_NAME in {}", file.display());
+        keys.push(fields[1].to_owned());
+    }
+    assert_ne!(keys[0], keys[1], "each effect has its own key");
+}
+
+#[test]
 fn flaky_succeeds_on_its_second_attempt() {
     let data = data_dir();
     let ran = palm(data.path(), &["run", &example("flaky"), "--json"]);

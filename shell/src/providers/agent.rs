@@ -805,7 +805,8 @@ async fn run_shell(
         .current_dir(dir)
         .envs(env)
         .env("PALM_JOB_ID", &ctx.effect.job)
-        .env("PALM_EFFECT_KEY", &ctx.effect.key);
+        .env("PALM_EFFECT_KEY", &ctx.effect.key)
+        .env("PALM_NODE_NAME", &ctx.genome.info.name);
     let Started {
         mut child,
         pgid,

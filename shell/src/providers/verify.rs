@@ -220,7 +220,8 @@ async fn run_check(
         .stdout(writer)
         .stderr(writer_too)
         .env("PALM_JOB_ID", &ctx.effect.job)
-        .env("PALM_EFFECT_KEY", &ctx.effect.key);
+        .env("PALM_EFFECT_KEY", &ctx.effect.key)
+        .env("PALM_NODE_NAME", &ctx.genome.info.name);
     let log = std::fs::File::create(log_path)
         .map_err(|e| Failure::new(format!("verify: cannot write {}: {e}", log_path.display())))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
