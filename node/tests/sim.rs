@@ -107,12 +107,25 @@ fn one_seed_traces_the_protocol_byte_for_byte_and_names_its_replay() {
             .map(str::to_owned)
             .collect()
     };
-    let again = palm(data.path(), &["sim", "--seed", &seed, "--trace"]);
+    // `--seed S` alone prints the trace too (design.md §9); `--no-trace` only the summary.
+    let again = palm(data.path(), &["sim", "--seed", &seed]);
     assert!(
         events(&again.stdout) == events(&trace),
         "seed {seed} traced differently twice"
     );
     assert!(events(&trace).len() > 100);
+    let quiet = palm(data.path(), &["sim", "--seed", &seed, "--no-trace"]);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert!(
+        quiet.stdout.contains(&format!("seed {seed}: passed")),
+        "{}",
+        quiet.stdout
+    );
+    assert!(
+        !quiet.stdout.contains("forwarded:") && quiet.stdout.lines().count() < 30,
+        "--no-trace printed events: {}",
+        quiet.stdout
+    );
     let json = palm(data.path(), &["sim", "--seed", &seed, "--json"]);
     let report = json.json();
     assert_eq!(report["passed"], true);

@@ -1,7 +1,7 @@
 //! The command line of the simulator, shared by `palm sim` and the `palm-sim` binary
-//! (which adds `--mutation`): one seed (with `--trace`, one line per event) or a range of
-//! seeds (with a progress bar), a summary with coverage, and on a broken invariant the
-//! seed and the exact command that replays it.
+//! (which adds `--mutation`): one seed (`--seed S`: one line per event, unless
+//! `--no-trace`) or a range of seeds (with a progress bar), a summary with coverage, and
+//! on a broken invariant the seed and the exact command that replays it.
 
 use crate::{Coverage, Faults, INVARIANTS, NODES_DEFAULT, Options, Report, Shape};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -17,7 +17,7 @@ pub const NODES_MAX: usize = 64;
 /// The flags of `palm sim` (and of `palm-sim`, which adds `--mutation`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct SimArgs {
-    /// One seed to run (and replay).
+    /// One seed to run (and replay); prints one line per event unless `--no-trace`.
     #[arg(long, conflicts_with = "seeds")]
     pub seed: Option<u64>,
     /// A range of seeds, A..B (B excluded).
@@ -36,9 +36,12 @@ pub struct SimArgs {
     /// How hostile the world is: none, light or heavy.
     #[arg(long, default_value = "heavy")]
     pub faults: String,
-    /// Print one line per event (with virtual time).
-    #[arg(long)]
+    /// Print one line per event (with virtual time); the default with `--seed`.
+    #[arg(long, conflicts_with = "no_trace")]
     pub trace: bool,
+    /// With `--seed`, print only the summary.
+    #[arg(long)]
+    pub no_trace: bool,
     /// Run every seed twice and compare the traces.
     #[arg(long)]
     pub check_determinism: bool,
@@ -245,7 +248,8 @@ pub fn run(
     for seed in seeds.clone() {
         let mut opts = options(args, seed)?;
         configure(&mut opts);
-        opts.trace = args.trace && !json_out;
+        // design.md §9: `palm sim --seed S` replays one run and prints its trace.
+        opts.trace = !json_out && (args.trace || (args.seed.is_some() && !args.no_trace));
         template.get_or_insert_with(|| opts.clone());
         let run_started = Instant::now();
         let report = crate::run(opts.clone());
@@ -417,6 +421,7 @@ mod tests {
             steps: 1,
             faults: "heavy".into(),
             trace: false,
+            no_trace: false,
             check_determinism: false,
             duration: "1s".into(),
             replicas: false,

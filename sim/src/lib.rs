@@ -9,7 +9,7 @@
 //! and the exact command that replays it.
 //!
 //! ```text
-//! palm sim --seed 7 --trace
+//! palm sim --seed 7
 //! palm sim --seeds 0..500 --check-determinism
 //! ```
 //!
