@@ -126,6 +126,32 @@ impl Patches {
             })
     }
 
+    /// Stores a new patch: its diff, then its description (`meta`, whose `id` names both
+    /// files), each written whole or not at all. A patch already stored under that id (its
+    /// effect run again, at least once) is kept as it is, status included, and its
+    /// description answered.
+    pub fn record(&self, meta: Value, diff: &str) -> Result<Value, PatchError> {
+        let id = meta["id"].as_str().unwrap_or_default().to_owned();
+        let meta_path = self.meta_path(&id)?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| {
+            PatchError::failure("io", format!("cannot create {}: {e}", self.dir.display()))
+        })?;
+        // Under the merge queue's lock, so a landing never sees half a patch.
+        let _queue = self.queue_lock()?;
+        if let Ok(stored) = self.read(&id) {
+            return Ok(stored);
+        }
+        let diff_path = self.dir.join(format!("{id}.diff"));
+        let fresh = diff_path.with_extension("diff.new");
+        std::fs::write(&fresh, diff)
+            .and_then(|()| std::fs::rename(&fresh, &diff_path))
+            .map_err(|e| {
+                PatchError::failure("io", format!("cannot write {}: {e}", diff_path.display()))
+            })?;
+        write_meta(&meta_path, &meta)?;
+        Ok(meta)
+    }
+
     /// Records a `best_of`'s choice on a patch: `chosen: false` keeps a losing attempt's
     /// patch reviewable (and landable by hand) while `apply_on_success` passes it by.
     pub fn mark_choice(&self, id: &str, chosen: bool, reason: &str) -> Result<(), PatchError> {
@@ -275,4 +301,48 @@ fn write_meta(meta_path: &Path, meta: &Value) -> Result<(), PatchError> {
         .map_err(|e| {
             PatchError::failure("io", format!("cannot write {}: {e}", meta_path.display()))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn described(id: &str, job: &str) -> Value {
+        json!({"id": id, "job": job, "status": "pending", "created_at": 1})
+    }
+
+    /// A patch stored again under its id (its effect run a second time) keeps what it
+    /// became meanwhile; another id is another patch, whoever made the same diff.
+    #[test]
+    fn a_stored_patch_is_never_overwritten() {
+        let data = tempfile::tempdir().unwrap();
+        let patches = Patches::new(data.path());
+        let first = patches
+            .record(described("aa01", "job-1"), "diff a\n")
+            .unwrap();
+        assert_eq!(first["status"], "pending");
+        let mut applied = patches.read("aa01").unwrap();
+        applied["status"] = json!("applied");
+        write_meta(&patches.meta_path("aa01").unwrap(), &applied).unwrap();
+
+        let again = patches
+            .record(described("aa01", "job-1"), "diff a\n")
+            .unwrap();
+        assert_eq!(again["status"], "applied", "{again}");
+        patches
+            .record(described("bb02", "job-2"), "diff a\n")
+            .unwrap();
+
+        assert_eq!(patches.list(Some("job-1")).unwrap().len(), 1);
+        assert_eq!(patches.list(Some("job-2")).unwrap().len(), 1);
+        assert_eq!(patches.show("bb02").unwrap()["diff"], "diff a\n");
+        assert_eq!(patches.show("aa01").unwrap()["status"], "applied");
+        let left: Vec<_> = std::fs::read_dir(data.path().join("patches"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".new"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

@@ -900,8 +900,8 @@ pub struct BenchEffectsArgs {
     /// Seats of the benchmark node (default: as many as in flight).
     #[arg(long)]
     pub seats: Option<usize>,
-    /// Rounds: each measures every flow and the spawns in turn; the best round of each
-    /// counts (the one a busy machine disturbed least), latencies are the median round's.
+    /// Rounds: each measures every flow and its baseline in turn; each ratio is the median
+    /// of the rounds' ratios, the rates shown the best round's, latencies the median round's.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: u32,
 }

@@ -627,7 +627,7 @@ fn agent_leaves_share_their_jobs_worktree_and_jobs_never_share_one() {
 /// The merge queue: a clean patch lands; a second one touching the same lines is a
 /// conflict that changes nothing; with uncommitted work in the checkout, a patch lands on
 /// a branch of its own and the work is untouched; revert undoes exactly one patch; a
-/// blocked patch is refused.
+/// blocked patch is refused; two jobs making the same edit leave two patches.
 #[test]
 fn patches_land_through_the_merge_queue_without_touching_local_work() {
     let data = data_dir();
@@ -642,6 +642,9 @@ fn patches_land_through_the_merge_queue_without_touching_local_work() {
             .to_owned()
     };
     let first = patch_of("EDIT a.txt first");
+    // Another job making the very same edit on the same base: a patch of its own.
+    let twin = patch_of("EDIT a.txt first");
+    assert_ne!(twin, first, "two jobs' patches share an id");
     let second = patch_of("EDIT a.txt second");
     let third = patch_of("EDIT b.txt new");
     let secret = patch_of("SECRET");
@@ -699,6 +702,17 @@ fn patches_land_through_the_merge_queue_without_touching_local_work() {
     assert_eq!(status_of(&first).as_deref(), Some("reverted"));
     assert_eq!(status_of(&second).as_deref(), Some("conflict"));
     assert_eq!(status_of(&third).as_deref(), Some("applied"));
+    assert_eq!(status_of(&twin).as_deref(), Some("pending"), "{listed}");
+    let jobs: Vec<&str> = listed["patches"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|p| p["job"].as_str())
+        .collect();
+    let mut distinct = jobs.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), jobs.len(), "one patch per job: {jobs:?}");
 
     let refused = apply(&secret);
     assert_eq!(refused.code, 2);

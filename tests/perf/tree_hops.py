@@ -172,7 +172,13 @@ def timelines(events, roles):
     def named(prefix):
         return {pid for pid, name in roles.items() if name.startswith(prefix)}
 
-    edges, (root,), (realm,), (aio,) = named("edge"), named("root"), named("realm"), named("aio")
+    found = {role: named(role) for role in ("root", "realm", "aio")}
+    for role, pids in found.items():
+        if len(pids) != 1:
+            fail(f"saw {len(pids)} `palm up` processes named {role}* while the bench ran, not one "
+                 f"(the script reads their names from `ps`; seen: {sorted(roles.values())})")
+    edges = named("edge")
+    (root,), (realm,), (aio,) = found["root"], found["realm"], found["aio"]
 
     def after(index, test, within=0.01):
         for later in range(index + 1, len(events)):

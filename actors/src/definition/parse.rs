@@ -1473,14 +1473,14 @@ impl Parser {
             self.decorator_body("timeout", span, body, &["name", "duration", "ms", "do"])?;
         let ms = match self.either(&options, "duration", "ms") {
             Some((node, what)) => self.duration(node, &what, false)?,
+            // Both names given: `either` has reported it at the second.
+            None if options.contains_key("duration") => return None,
             None => {
-                if !(options.contains_key("duration") && options.contains_key("ms")) {
-                    self.error(
-                        span,
-                        "missing field `duration` in `timeout`",
-                        Some("`timeout: { duration: 5s, do: ... }` (or `ms: 5000`)".to_owned()),
-                    );
-                }
+                self.error(
+                    span,
+                    "missing field `duration` in `timeout`",
+                    Some("`timeout: { duration: 5s, do: ... }` (or `ms: 5000`)".to_owned()),
+                );
                 return None;
             }
         };

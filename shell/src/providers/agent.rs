@@ -34,6 +34,7 @@ use crate::genome::provider::DeclaredAgent;
 use palm_agents::audit;
 use palm_agents::custom::{self, Exit};
 use palm_agents::git::{self, Worktree};
+use palm_agents::patches::Patches;
 use palm_agents::provision::{self, Provision};
 use palm_agents::secrets;
 use palm_agents::{AgentResult, AgentSpec, End, RunSummary};
@@ -675,7 +676,19 @@ pub(crate) async fn store_patch(
     } else {
         "pending"
     };
-    let id = git::content_id(format!("{}\n{}", worktree.base, diff.text).as_bytes());
+    // One patch per effect (and lane) and diff: two jobs making the same edit keep a
+    // patch each, while the same effect run again (at least once) finds its own.
+    let id = git::content_id(
+        format!(
+            "{}\n{}\n{}\n{}\n{}",
+            made_by.job,
+            made_by.effect,
+            made_by.lane.unwrap_or(""),
+            worktree.base,
+            diff.text
+        )
+        .as_bytes(),
+    );
     let meta = json!({
         "id": id,
         "job": made_by.job,
@@ -692,23 +705,16 @@ pub(crate) async fn store_patch(
         "findings": findings,
         "created_at": crate::genome::now_ms(),
     });
-    let dir = data.join("patches");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::new(format!("agent: cannot create {}: {e}", dir.display())))?;
-    write(&dir.join(format!("{id}.diff")), diff.text.as_bytes())?;
-    write(
-        &dir.join(format!("{id}.json")),
-        serde_json::to_string_pretty(&meta)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
+    let patches = Patches::new(data);
+    let text = diff.text;
+    let meta = blocking(move || patches.record(meta, &text).map_err(|e| e.message)).await?;
     Ok(json!({
-        "id": id,
+        "id": meta["id"],
         "base": meta["base"],
         "files": meta["files"],
-        "added": diff.added,
-        "removed": diff.removed,
-        "status": status,
+        "added": meta["added"],
+        "removed": meta["removed"],
+        "status": meta["status"],
         "findings": meta["findings"],
     }))
 }
