@@ -14,22 +14,9 @@ use palm_api::protocol::Request;
 use serde_json::{Value, json};
 
 fn ttl_ms(text: &str) -> Result<u64, CliError> {
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let factor = match unit {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => 0,
-    };
-    number
-        .parse::<u64>()
+    // A bare number is milliseconds, as before; `0` or a duration of nothing is refused.
+    palm_api::verbs::duration_ms(text, "--ttl")
         .ok()
-        .and_then(|n| n.checked_mul(factor))
         .filter(|ms| *ms > 0)
         .ok_or_else(|| {
             CliError::usage(

@@ -254,7 +254,7 @@ pub const OPERATIONS: &[Operation] = &[
         summary: "Create a token: api (any node), realm or edge (a root)",
         query: &[],
         body: Some(
-            r#"{"type": "object", "required": ["role"], "properties": {"role": {"type": "string", "enum": ["api", "realm", "edge"]}, "name": {"type": "string"}, "ttl_ms": {"type": "integer", "minimum": 1}}}"#,
+            r#"{"type": "object", "required": ["role"], "properties": {"role": {"type": "string", "enum": ["api", "realm", "edge"]}, "name": {"type": "string"}, "ttl": {"type": "string", "description": "a duration: 90s, 10m, 1h, 7d (default 1h)"}, "ttl_ms": {"type": "integer", "minimum": 1, "description": "the same in milliseconds; give one of ttl and ttl_ms"}}}"#,
         ),
         success: 201,
         media: JSON,

@@ -16,7 +16,7 @@
 //! | `POST /v1/flows/validate` `{"source"}` | parsed here, as `palm flows validate` |
 //! | `GET /v1/places`, `/v1/vitality`, `/v1/tree`, `/v1/interests` | the same-named requests |
 //! | `POST /v1/events/{name}` `{"data"}` | `emit` |
-//! | `POST /v1/tokens` `{"name", "role", "ttl_ms"}`, `DELETE /v1/tokens/{name}` | `token_create`, `token_revoke` |
+//! | `POST /v1/tokens` `{"name", "role", "ttl"}` (or `ttl_ms`), `DELETE /v1/tokens/{name}` | `token_create`, `token_revoke` |
 //!
 //! Patches (`/v1/patches`, `/v1/patches/{id}`, `.../apply` `{"to"}`, `.../revert`),
 //! worktrees (`/v1/worktrees`) and a job's artifacts (`/v1/jobs/{id}/artifacts[/{name}]`)
@@ -75,6 +75,7 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/v1/jobs/{id}/artifacts", get(outputs::list_artifacts))
         .route("/v1/jobs/{id}/artifacts/{name}", get(outputs::get_artifact))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(REQUEST_BYTES_MAX))
 }
 
@@ -152,6 +153,19 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "not_found",
         "no such endpoint (GET /v1/openapi.json lists them)",
+    )
+    .into_response()
+}
+
+/// A known path asked with a method it does not take (axum still sets `Allow`).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not take {method} (the `Allow` header and GET /v1/openapi.json say what it takes)",
+            uri.path()
+        ),
     )
     .into_response()
 }
@@ -604,16 +618,39 @@ async fn token_create(State(backend): Shared, bytes: Bytes) -> Response {
             )
         })?;
         let name = field_str(&body, "name")?.unwrap_or_default();
-        let ttl_ms = body
-            .get("ttl_ms")
-            .and_then(Value::as_u64)
-            .unwrap_or(3_600_000);
+        let ttl_ms = token_ttl_ms(&body)?;
         ask(&backend, Request::TokenCreate { name, role, ttl_ms }).await
     }
     .await;
     match result {
         Ok(value) => (StatusCode::CREATED, axum::Json(value)).into_response(),
         Err(problem) => problem.into_response(),
+    }
+}
+
+/// A token's life from a `POST /v1/tokens` body: `ttl` as the CLI's `--ttl` takes it
+/// (`90s`, `10m`, `1h`, `7d`) or `ttl_ms` in milliseconds, one of them; an hour if
+/// neither.
+fn token_ttl_ms(body: &Map<String, Value>) -> Result<u64, Problem> {
+    let bad = |message: String| Problem::new(StatusCode::BAD_REQUEST, "invalid_input", message);
+    match (body.get("ttl"), body.get("ttl_ms")) {
+        (Some(_), Some(_)) => Err(bad("give `ttl` or `ttl_ms`, not both".to_owned())),
+        (None, None) => Ok(3_600_000),
+        (None, Some(ms)) => ms
+            .as_u64()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| bad(format!("`ttl_ms` must be a positive integer, not {ms}"))),
+        (Some(Value::String(text)), None) => palm_api::verbs::duration_ms(text, "`ttl`")
+            .ok()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| {
+                bad(format!(
+                    "`ttl` {text:?} is not a duration like 90s, 10m, 1h or 7d"
+                ))
+            }),
+        (Some(other), None) => Err(bad(format!(
+            "`ttl` must be a duration string like \"10m\", not {other}"
+        ))),
     }
 }
 

@@ -144,6 +144,78 @@ async fn a_waiting_job_is_submitted_found_in_the_inbox_answered_and_finishes() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{invalid}");
+    // A known path asked with a method it does not take: 405, a problem, and `Allow`.
+    let (status, kind, wrong) = send(&w.app, LOOPBACK, "DELETE", "/v1/jobs", None, None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{wrong}");
+    assert_eq!(kind, "application/problem+json");
+    assert_eq!(wrong["kind"], "method_not_allowed", "{wrong}");
+    let mut request = Request::builder()
+        .method("PUT")
+        .uri("/v1/flows")
+        .body(Body::empty())
+        .expect("request");
+    request
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo::<std::net::SocketAddr>(
+            LOOPBACK.parse().expect("peer"),
+        ));
+    let response = w.app.clone().oneshot(request).await.expect("answer");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let allow = response
+        .headers()
+        .get("allow")
+        .map(|v| v.to_str().unwrap_or("").to_owned());
+    assert!(
+        allow
+            .as_deref()
+            .is_some_and(|a| a.contains("GET") && a.contains("POST")),
+        "{allow:?}"
+    );
+
+    // Tokens live as long as `ttl` says, in the CLI's words or in milliseconds.
+    for (body, life_ms) in [
+        (json!({"role": "api", "name": "ten", "ttl": "10m"}), 600_000),
+        (
+            json!({"role": "api", "name": "ms", "ttl_ms": 90_000}),
+            90_000,
+        ),
+        (json!({"role": "api", "name": "hour"}), 3_600_000),
+    ] {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as i64;
+        let (status, _, made) =
+            send(&w.app, LOOPBACK, "POST", "/v1/tokens", Some(body), None).await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        let lives = made["expires_at"].as_i64().expect("expires_at") - before;
+        assert!(
+            (life_ms - 5_000..=life_ms + 5_000).contains(&lives),
+            "{made}"
+        );
+    }
+    for body in [
+        json!({"role": "api", "ttl": "soon"}),
+        json!({"role": "api", "ttl": 600}),
+        json!({"role": "api", "ttl_ms": "600"}),
+        json!({"role": "api", "ttl": "1h", "ttl_ms": 5}),
+    ] {
+        let (status, kind, refused) = send(
+            &w.app,
+            LOOPBACK,
+            "POST",
+            "/v1/tokens",
+            Some(body.clone()),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {refused}");
+        assert_eq!(kind, "application/problem+json");
+        assert!(
+            refused["detail"].as_str().unwrap_or("").contains("ttl"),
+            "{refused}"
+        );
+    }
 
     // Flows: validate, add, list, show.
     let (_, _, checked) = send(
