@@ -40,9 +40,11 @@ pub fn argv(spec: &AgentSpec, program: &str) -> Vec<String> {
     // The mode is the run's authority, mapped onto Claude's permission switches: in
     // print mode a tool that would need a prompt is refused (and reported as a denial).
     match spec.mode {
+        // Plan mode is Claude's read-only one; the edit tools and the shell are refused
+        // besides, so a build that lets plan mode write still cannot.
         Mode::Observe => argv.extend([
             "--permission-mode".to_owned(),
-            "default".to_owned(),
+            "plan".to_owned(),
             "--disallowedTools".to_owned(),
             format!("Bash,{EDIT_TOOLS}"),
         ]),
@@ -203,12 +205,18 @@ impl Parser {
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned)
                 .or_else(|| {
-                    value["errors"].as_array().map(|e| {
-                        e.iter()
-                            .map(|x| x.to_string())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })
+                    // `errors`: strings as they are, anything else as JSON; none is no detail.
+                    let errors: Vec<String> = value["errors"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|x| match x {
+                            Value::String(text) => text.clone(),
+                            other => other.to_string(),
+                        })
+                        .filter(|text| !text.is_empty())
+                        .collect();
+                    (!errors.is_empty()).then(|| errors.join("; "))
                 });
             self.summary.error = Some(match detail {
                 Some(detail) => format!("{subtype}: {detail}"),
@@ -335,6 +343,23 @@ mod tests {
     }
 
     #[test]
+    fn an_error_says_its_subtype_and_its_errors_as_written() {
+        let error = |line: &str| parse(&[line]).error;
+        assert_eq!(
+            error(r#"{"type":"result","subtype":"error_max_turns","is_error":true,"errors":[]}"#)
+                .as_deref(),
+            Some("error_max_turns")
+        );
+        assert_eq!(
+            error(
+                r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["Tool permission request failed: boom",{"code":7}]}"#
+            )
+            .as_deref(),
+            Some(r#"error_during_execution: Tool permission request failed: boom; {"code":7}"#)
+        );
+    }
+
+    #[test]
     fn a_stream_cut_short_has_no_end_and_keeps_what_it_saw() {
         let summary = parse(&[
             r#"{"type":"system","subtype":"init","session_id":"s-9"}"#,
@@ -367,7 +392,9 @@ mod tests {
         };
         let observe = argv(&spec(Mode::Observe), "claude").join(" ");
         assert!(observe.starts_with("claude -p --output-format stream-json --verbose --model sonnet --max-turns 5 --resume s-1"), "{observe}");
-        assert!(observe.ends_with("--disallowedTools Bash,Edit,MultiEdit,Write,NotebookEdit"));
+        assert!(observe.ends_with(
+            "--permission-mode plan --disallowedTools Bash,Edit,MultiEdit,Write,NotebookEdit"
+        ));
         assert!(
             argv(&spec(Mode::Edit), "claude")
                 .join(" ")

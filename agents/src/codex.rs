@@ -35,18 +35,14 @@ pub fn argv(
     }
     // The mode is the run's authority, mapped onto Codex's sandbox. Codex has no "edit
     // but never run a command": an edit run gets the workspace-write sandbox (commands
-    // confined to the worktree, no network); execute adds network access.
+    // confined to the worktree, no network; the audit catches a command); execute runs
+    // unsandboxed, as a command the user runs would (still in the job's worktree).
     let sandbox = match spec.mode {
         Mode::Observe => "read-only",
-        Mode::Edit | Mode::Execute => "workspace-write",
+        Mode::Edit => "workspace-write",
+        Mode::Execute => "danger-full-access",
     };
     argv.extend(["-s".to_owned(), sandbox.to_owned()]);
-    if spec.mode == Mode::Execute {
-        argv.extend([
-            "-c".to_owned(),
-            "sandbox_workspace_write.network_access=true".to_owned(),
-        ]);
-    }
     argv.extend(["-C".to_owned(), workdir.to_owned()]);
     if let Some(file) = schema_file {
         argv.extend(["--output-schema".to_owned(), file.to_owned()]);

@@ -16,7 +16,8 @@ const EXIT_CODES: &str = "Exit codes:
   7   the job succeeded; its loop ended no_op
   8   the job failed; its loop ended blocked
   9   the job failed without progress (a loop stagnated, an until_green stalled)
-  10  the job failed exhausted (out of rounds, iterations or time)";
+  10  the job failed exhausted (out of rounds, iterations or time)
+  130 interrupted by Ctrl-C at a prompt (`palm wizard`: the draft is kept)";
 
 /// Palm: durable jobs on Behavior Trees that wait, resume, survive crashes and spread
 /// over machines.
@@ -931,6 +932,7 @@ mod tests {
             Code::Blocked,
             Code::Stagnated,
             Code::Exhausted,
+            Code::Interrupted,
         ];
         let listed: Vec<u8> = super::EXIT_CODES
             .lines()

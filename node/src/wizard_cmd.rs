@@ -77,7 +77,10 @@ impl Step {
     }
 
     fn label(&self) -> String {
-        format!("[{}/{}] {}", self.about["n"], self.about["of"], self.prompt)
+        format!(
+            "[step {}/{}] {}",
+            self.about["n"], self.about["of"], self.prompt
+        )
     }
 
     fn can_go_back(&self) -> bool {

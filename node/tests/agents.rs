@@ -157,6 +157,10 @@ fn every_end_state_is_reached_and_recorded() {
     assert_eq!((code, end(&turns)), (3, "max_turns"), "{turns}");
     let (_, error) = env.run(data.path(), repo.path(), &["claude", "ERROR"]);
     assert_eq!(end(&error), "error", "{error}");
+    assert_eq!(
+        error["result"]["error"], "error_during_execution: API Error: 500 Internal server error",
+        "the result line's `errors`, as written"
+    );
     let (_, budget) = env.run(
         data.path(),
         repo.path(),
@@ -212,8 +216,16 @@ fn every_end_state_is_reached_and_recorded() {
     );
     let (_, codex_crash) = env.run(data.path(), repo.path(), &["codex", "CRASH"]);
     assert_eq!(end(&codex_crash), "crashed");
-    let codex_argv = env.invocations("codex")[0]["argv"].to_string();
-    assert!(codex_argv.contains("\"workspace-write\""), "{codex_argv}");
+    // The mode's sandbox: `workspace-write` to edit (the default), full access to execute.
+    for invocation in env.invocations("codex") {
+        let argv = invocation["argv"].to_string();
+        let sandbox = if invocation["prompt"] == "EDIT b.txt x" {
+            "\"-s\",\"danger-full-access\""
+        } else {
+            "\"-s\",\"workspace-write\""
+        };
+        assert!(argv.contains(sandbox), "{argv}");
+    }
 
     let (code, custom) = env.run(data.path(), repo.path(), &["fake", "EDIT c.txt y"]);
     assert_eq!((code, end(&custom)), (0, "success"), "{custom}");

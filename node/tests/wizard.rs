@@ -147,24 +147,24 @@ fn a_terminal_wizard_goes_back_quits_with_130_and_resumes_elsewhere_at_the_same_
     let data = data_dir();
     let flow = example("wizard");
     tmux.open("one", data.path(), &format!("wizard start {flow}"));
-    tmux.wait_for("one", "[1/6] Service name");
+    tmux.wait_for("one", "[step 1/6] Service name");
     tmux.keys("one", &["ledger", "Enter"]);
-    tmux.wait_for("one", "[2/6] Language of ledger");
+    tmux.wait_for("one", "[step 2/6] Language of ledger");
     tmux.keys("one", &["Enter"]); // rust, the proposal
-    tmux.wait_for("one", "[3/6] Rust edition");
+    tmux.wait_for("one", "[step 3/6] Rust edition");
     tmux.keys("one", &["Enter"]);
-    tmux.wait_for("one", "[4/6] Features");
+    tmux.wait_for("one", "[step 4/6] Features");
     // Esc: back to the edition, which proposes the answer given.
     tmux.keys("one", &["Escape"]);
     let screen = tmux.wait_for("one", "<canceled>");
     assert!(
-        screen.matches("[3/6] Rust edition").count() >= 2,
+        screen.matches("[step 3/6] Rust edition").count() >= 2,
         "{screen}"
     );
     tmux.keys("one", &["Up", "Enter"]); // 2021 this time
-    tmux.wait_for("one", "[4/6] Features");
+    tmux.wait_for("one", "[step 4/6] Features");
     tmux.keys("one", &["Enter"]);
-    tmux.wait_for("one", "[5/6] Endpoints");
+    tmux.wait_for("one", "[step 5/6] Endpoints");
     tmux.keys("one", &["Enter"]); // Add an item
     tmux.wait_for("one", "Item");
     tmux.keys("one", &["/invoices", "Enter"]);
@@ -195,7 +195,7 @@ fn a_terminal_wizard_goes_back_quits_with_130_and_resumes_elsewhere_at_the_same_
 
     // Another terminal: the same step, the item still there.
     tmux.open("two", data.path(), &format!("wizard resume {job}"));
-    tmux.wait_for("two", "[5/6] Endpoints");
+    tmux.wait_for("two", "[step 5/6] Endpoints");
     tmux.wait_for("two", "Edit #1: /invoices");
     tmux.keys("two", &["Enter"]); // Done (1 items)
     let screen = tmux.wait_for("two", "Commit these answers?");

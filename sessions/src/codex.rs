@@ -87,7 +87,7 @@ const LEGACY_ITEMS: [&str; 8] = [
 ];
 
 /// Events that make no entry: turn markers, and copies of items read elsewhere.
-const QUIET_EVENTS: [&str; 10] = [
+const QUIET_EVENTS: [&str; 9] = [
     "agent_message",
     "agent_reasoning",
     "agent_reasoning_raw_content",
@@ -95,7 +95,6 @@ const QUIET_EVENTS: [&str; 10] = [
     "task_complete",
     "turn_started",
     "turn_complete",
-    "item_completed",
     "entered_review_mode",
     "exited_review_mode",
 ];
@@ -398,6 +397,17 @@ impl CodexReader {
             "error" | "warning" | "stream_error" | "undo_completed" => {
                 if let Some(text) = string(event, "message") {
                     found.push(Found::new(Role::System, text));
+                }
+            }
+            // Persisted for plan items only (the others are copies of response items):
+            // the plan is the agent's own text, kept as such.
+            "item_completed" => {
+                let item = &event["item"];
+                let is_plan = item["type"]
+                    .as_str()
+                    .is_some_and(|kind| kind.eq_ignore_ascii_case("plan"));
+                if is_plan && let Some(text) = string(item, "text") {
+                    found.push(Found::new(Role::Assistant, text));
                 }
             }
             kind if QUIET_EVENTS.contains(&kind) => {}

@@ -639,6 +639,22 @@ fn codex_answers_and_reasoning_come_once() {
 }
 
 #[test]
+fn codex_a_plan_is_kept_and_other_completed_items_are_not_read_twice() {
+    let (entries, _) = read_lines::<CodexReader>(
+        "rollout-2026-11-21T09-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl",
+        &[
+            json!({"timestamp": "2026-11-21T09:00:01Z", "type": "event_msg", "payload": {"type": "item_completed", "thread_id": "t", "turn_id": "1", "item": {"type": "Plan", "id": "p1", "text": "1. read the link\n2. batch its writes"}}}),
+            json!({"timestamp": "2026-11-21T09:00:02Z", "type": "event_msg", "payload": {"type": "item_completed", "thread_id": "t", "turn_id": "1", "item": {"type": "AgentMessage", "id": "m1", "content": [{"type": "Text", "text": "a copy"}]}}}),
+        ],
+    );
+    assert_eq!(
+        texts(&entries, Role::Assistant),
+        ["1. read the link\n2. batch its writes"]
+    );
+    assert_eq!(entries.len(), 1, "{entries:?}");
+}
+
+#[test]
 fn codex_calls_and_results_are_joined_by_call_id() {
     let (entries, _) = read::<CodexReader>(CODEX);
     let patch = "*** Begin Patch\n*** Update File: transport/src/link.rs\n@@\n-        stream.write_all(&frame)?;\n+        stream.write_vectored(&frames)?;\n*** End Patch";
