@@ -67,10 +67,18 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
         let job = submitted["job"].as_str().unwrap_or_default().to_owned();
         let label = format!("{} in job {job}", args.provider);
         let view = crate::ctx::settled_view(ctx, &mut target, &job, &label, None).await?;
+        let mut result = view["state"]["result"].clone();
+        if result.is_null() && view["status"] == "cancelled" {
+            // Cancelled while it ran: the run's mark says how far it got (`interrupted`).
+            let inspected = target.call(Request::Inspect { job: job.clone() }).await?;
+            if let Some(run) = inspected["agent_runs"].as_array().and_then(|r| r.last()) {
+                result = run.clone();
+            }
+        }
         let out = json!({
             "job": job,
             "status": view["status"],
-            "result": view["state"]["result"],
+            "result": result,
             "error": view["error"],
         });
         print(ctx, &out, |o, v| {

@@ -391,19 +391,14 @@ pub fn print_inspect(out: &Output, inspect: &Value) {
 /// Lines of each agent run's transcript shown by `palm inspect`.
 const TRANSCRIPT_TAIL_LINES: usize = 5;
 
-/// The agent runs among a job's completed effects: how each ended, its session, its
-/// transcript (where it is kept, and its last lines).
+/// A job's agent runs (`agent_runs`: each ended or interrupted run): how each ended, its
+/// session, its transcript (where it is kept, and its last lines).
 fn print_agent_runs(out: &Output, inspect: &Value) {
-    let runs: Vec<(String, Value)> = inspect["events"]
+    let runs: Vec<(String, Value)> = inspect["agent_runs"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| e["kind"] == "effect_completed")
-        .filter_map(|e| {
-            let value = &e["outcome"]["call"]["value"];
-            (value["transcript"].is_object() && value["end"].is_string())
-                .then(|| (text(e, "key"), value.clone()))
-        })
+        .map(|run| (text(run, "key"), run.clone()))
         .collect();
     if runs.is_empty() {
         return;
@@ -425,19 +420,24 @@ fn print_agent_runs(out: &Output, inspect: &Value) {
         );
         let transcript = &run["transcript"];
         let path = text(transcript, "path");
+        let mut size = Vec::new();
+        if let Some(lines) = transcript["lines"].as_u64() {
+            size.push(format!("{lines} lines"));
+        }
+        size.push(format!(
+            "{} bytes",
+            transcript["bytes"].as_u64().unwrap_or(0)
+        ));
+        if transcript["truncated"] == true {
+            size.push("truncated".to_owned());
+        }
         println!(
             "    {}",
-            out.dim(&format!(
-                "transcript {path} ({} lines, {} bytes{})",
-                text(transcript, "lines"),
-                text(transcript, "bytes"),
-                if transcript["truncated"] == true {
-                    ", truncated"
-                } else {
-                    ""
-                }
-            ))
+            out.dim(&format!("transcript {path} ({})", size.join(", ")))
         );
+        if let Some(error) = run["error"].as_str() {
+            println!("    {}", out.dim(error));
+        }
         if let Ok(kept) = std::fs::read_to_string(&path) {
             let lines: Vec<&str> = kept.lines().collect();
             for line in &lines[lines.len().saturating_sub(TRANSCRIPT_TAIL_LINES)..] {

@@ -636,6 +636,66 @@ fn agent_leaves_share_their_jobs_worktree_and_jobs_never_share_one() {
     assert_ne!(cwds[0], cwds[1]);
 }
 
+/// A run its job's cancel stops ends `interrupted`: `palm inspect` shows it with its
+/// session and its transcript, beside the runs that ended on their own.
+#[test]
+fn a_cancelled_run_is_shown_interrupted_with_its_session_and_transcript() {
+    let data = data_dir();
+    let repo = checkout();
+    let env = Env::new();
+    let _up = Up::start_env(data.path(), &[], &env.vars());
+    let repo_text = repo.path().display().to_string();
+    let file = data.path().join("slow.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: slow\ntree:\n  sequence:\n    - agent: {{ provider: claude, prompt: \"READ a.txt\", repo: \"{repo_text}\", save: first }}\n    - agent: {{ provider: claude, prompt: \"EDIT p.txt x PAUSE 30\", repo: \"{repo_text}\", save: second }}\n"
+        ),
+    )
+    .expect("flow");
+    let submitted = palm_env(
+        data.path(),
+        &["submit", &file.display().to_string(), "--json"],
+        &env.vars(),
+    )
+    .json();
+    let job = submitted["job"].as_str().expect("job").to_owned();
+    assert!(
+        eventually(Duration::from_secs(20), || {
+            env.invocations("claude")
+                .iter()
+                .any(|i| i["prompt"].as_str().unwrap_or_default().contains("PAUSE"))
+        }),
+        "the second run started"
+    );
+    // The double says its session before it pauses; give the reader a moment to keep it.
+    std::thread::sleep(Duration::from_millis(500));
+    let cancelled = palm_env(data.path(), &["cancel", &job], &[]);
+    assert_eq!(cancelled.code, 0, "{}", cancelled.stderr);
+    let mut runs = Value::Null;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let inspected = palm_env(data.path(), &["inspect", &job, "--json"], &[]).json();
+            runs = inspected["agent_runs"].clone();
+            runs.as_array().is_some_and(|r| r.len() == 2)
+        }),
+        "{runs}"
+    );
+    assert_eq!(runs[0]["end"], "success", "{runs}");
+    assert_eq!(runs[1]["end"], "interrupted", "{runs}");
+    assert_eq!(runs[1]["provider"], "claude");
+    let session = runs[1]["session_id"].as_str().expect("session");
+    let kept = std::fs::read_to_string(runs[1]["transcript"]["path"].as_str().expect("path"))
+        .expect("transcript");
+    assert!(kept.contains(session) && kept.contains("toolu_1"), "{kept}");
+    let shown = palm_env(data.path(), &["inspect", &job], &[]);
+    assert!(
+        shown.stdout.contains("interrupted") && shown.stdout.contains(session),
+        "{}",
+        shown.stdout
+    );
+}
+
 /// The merge queue: a clean patch lands; a second one touching the same lines is a
 /// conflict that changes nothing; with uncommitted work in the checkout, a patch lands on
 /// a branch of its own and the work is untouched; revert undoes exactly one patch; a

@@ -562,6 +562,8 @@ impl Desk {
             Ok(Some(view)) => match self.path.journal(&*store, job) {
                 Ok(events) => {
                     let events: Vec<Value> = events.iter().map(|e| e.to_json()).collect();
+                    let agent_runs =
+                        crate::providers::agent::runs_in_journal(&self.info.data, &events);
                     Response::ok(json!({
                         "job": view.job,
                         "flow": view.flow,
@@ -570,6 +572,7 @@ impl Desk {
                         "error": view.error,
                         "events": events,
                         "tree": view.tree,
+                        "agent_runs": agent_runs,
                     }))
                 }
                 Err(err) => Response::err(ErrorBody::failure("store", err.to_string())),

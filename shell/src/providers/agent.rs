@@ -162,11 +162,7 @@ impl Agents {
             let left = u32::try_from(budget - spent.1).unwrap_or(u32::MAX);
             spec.max_turns = Some(spec.max_turns.map_or(left, |own| own.min(left)));
         }
-        let run_dir = self
-            .data
-            .join("agents")
-            .join("runs")
-            .join(git::content_id(run_key.as_bytes()));
+        let run_dir = run_dir(&self.data, &run_key);
         std::fs::create_dir_all(&run_dir).map_err(|e| {
             Failure::new(format!("agent: cannot create {}: {e}", run_dir.display()))
         })?;
@@ -227,9 +223,23 @@ impl Agents {
             ),
             None => None,
         };
+        // A run stopped from outside (its job cancelled, its lease lost, its node
+        // stopping) drops this future mid-way: the mark leaves its end, `interrupted`,
+        // beside its transcript for `palm inspect`. A run that returns takes it back.
+        let mark = InterruptedMark::arm(
+            &run_dir,
+            json!({
+                "key": ctx.effect.key,
+                "job": ctx.effect.job,
+                "provider": spec.provider,
+                "started_ms": crate::genome::now_ms(),
+            }),
+        );
         let ran = self
             .execute(ctx, &spec, declared.as_ref(), &workdir, &run_dir, &tree_env)
-            .await?;
+            .await;
+        mark.disarm();
+        let ran = ran?;
         let mut summary = ran.summary;
         let mut end = ran.end;
         let mut error = summary.error.take();
@@ -637,6 +647,118 @@ impl Agents {
             lane: spec.lane.as_deref(),
         };
         store_patch(&self.data, &made_by, worktree, tree, violation).await
+    }
+}
+
+/// Where the run of `run_key` (an effect's key, `KEY#sub` for a gate's verifier) keeps
+/// its transcript, its session and its marks.
+pub fn run_dir(data: &Path, run_key: &str) -> PathBuf {
+    data.join("agents")
+        .join("runs")
+        .join(git::content_id(run_key.as_bytes()))
+}
+
+/// The agent runs a job's journal shows, oldest first: each `agent` call that ended, with
+/// its end, provider, session, error and transcript (as its completion recorded them),
+/// and each stopped from outside (its effect cancelled) as its run directory's mark says,
+/// `interrupted`. `events` are the journal's events as JSON.
+pub fn runs_in_journal(data: &Path, events: &[Value]) -> Vec<Value> {
+    let mut runs = Vec::new();
+    let mut agent_keys = std::collections::HashSet::new();
+    for event in events {
+        let key = event["key"].as_str().unwrap_or_default();
+        match event["kind"].as_str() {
+            Some("effect_requested") if event["request"]["call"]["provider"] == "agent" => {
+                agent_keys.insert(key.to_owned());
+            }
+            Some("effect_completed") if agent_keys.contains(key) => {
+                let value = &event["outcome"]["call"]["value"];
+                if value["end"].is_string() {
+                    runs.push(json!({
+                        "key": key,
+                        "provider": value["provider"],
+                        "end": value["end"],
+                        "session_id": value["session_id"],
+                        "error": value["error"],
+                        "transcript": value["transcript"],
+                    }));
+                }
+            }
+            Some("effect_cancelled") if agent_keys.contains(key) => {
+                let mark = run_dir(data, key).join(INTERRUPTED_FILE);
+                if let Ok(text) = std::fs::read_to_string(&mark)
+                    && let Ok(run) = serde_json::from_str::<Value>(&text)
+                {
+                    runs.push(json!({
+                        "key": key,
+                        "provider": run["provider"],
+                        "end": run["end"],
+                        "session_id": run["session_id"],
+                        "error": "its effect was cancelled while it ran",
+                        "transcript": run["transcript"],
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+    runs
+}
+
+/// The file a run stopped from outside leaves in its run directory.
+pub const INTERRUPTED_FILE: &str = "interrupted.json";
+
+/// Marks a run `interrupted` unless it is taken back ([`InterruptedMark::disarm`]): the
+/// run's future was dropped with the run unfinished. It writes, on drop, the run's end
+/// with its session (as recorded so far) and its transcript's path and size. A run of
+/// the same effect starting again removes an old mark.
+struct InterruptedMark {
+    dir: PathBuf,
+    run: Option<Value>,
+}
+
+impl InterruptedMark {
+    fn arm(dir: &Path, run: Value) -> InterruptedMark {
+        let _ = std::fs::remove_file(dir.join(INTERRUPTED_FILE));
+        InterruptedMark {
+            dir: dir.to_owned(),
+            run: Some(run),
+        }
+    }
+
+    fn disarm(mut self) {
+        self.run = None;
+    }
+}
+
+impl Drop for InterruptedMark {
+    fn drop(&mut self) {
+        let Some(mut run) = self.run.take() else {
+            return;
+        };
+        // A few small files, once per stopped run: written in place, not worth a task.
+        let transcript = self.dir.join("transcript.jsonl");
+        let session = std::fs::read_to_string(self.dir.join(SESSION_FILE))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|saved| saved["session_id"].as_str().map(str::to_owned));
+        run["end"] = json!(End::Interrupted.as_str());
+        run["session_id"] = json!(session);
+        run["ended_ms"] = json!(crate::genome::now_ms());
+        run["transcript"] = json!({
+            "path": transcript.display().to_string(),
+            "bytes": std::fs::metadata(&transcript).map_or(0, |m| m.len()),
+        });
+        let path = self.dir.join(INTERRUPTED_FILE);
+        let fresh = path.with_extension("json.new");
+        if let Err(err) =
+            std::fs::write(&fresh, run.to_string()).and_then(|()| std::fs::rename(&fresh, &path))
+        {
+            tracing::warn!(
+                "cannot mark the agent run in {} interrupted: {err}",
+                self.dir.display()
+            );
+        }
     }
 }
 
