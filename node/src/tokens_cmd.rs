@@ -125,7 +125,7 @@ fn offline(ctx: &Ctx, request: Request) -> Result<Value, CliError> {
         crate::node::StoreLocation::Redb(_) => None,
     };
     let authority = crate::link::open_authority(&ctx.data, shared)?.ok_or_else(|| {
-        let body = not_a_root();
+        let body = not_a_root(&ctx.data);
         let mut err = CliError::usage(
             &body.kind,
             format!("{} has no tree CA: {}", ctx.data.display(), body.message),
@@ -154,7 +154,7 @@ fn list(ctx: &Ctx) -> CliResult {
         crate::tree_store::restore(&*store, &files)?;
     }
     if !files.has_ca() {
-        let body = not_a_root();
+        let body = not_a_root(&ctx.data);
         let mut err = CliError::usage(
             &body.kind,
             format!("{} has no tree CA: {}", ctx.data.display(), body.message),

@@ -96,19 +96,11 @@ fn a_child_reconnects_by_itself_after_kill_9_of_the_root() {
         "CA created on first boot"
     );
     let token = token(root_dir.path(), "edge-1", &["--ttl", "10m"]);
+    // No --profile: the token says the child is an edge.
     let child = Up::start(
         child_dir.path(),
         &[
-            "--profile",
-            "edge",
-            "--parent",
-            &listen,
-            "--token",
-            &token,
-            "--name",
-            "edge-1",
-            "--seats",
-            "1",
+            "--parent", &listen, "--token", &token, "--name", "edge-1", "--seats", "1",
         ],
     );
     assert!(
@@ -308,6 +300,19 @@ fn tokens_offline_and_usage_errors() {
             && link_up(root_dir.path(), "child", "edge-9").is_some()
     }));
     assert_eq!(vitality(child_dir.path())["node"], "edge-9");
+    // A child issues no tokens, and says what it is and where its tree goes up.
+    let ran = palm(
+        child_dir.path(),
+        &["token", "create", "--name", "x", "--json"],
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    let refused = ran.json();
+    assert_eq!(refused["error"]["kind"], "not_root");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("edge `edge-9`") && message.contains(&listen),
+        "{message}"
+    );
     // Garbage at the root's port leaves it healthy and the link up.
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
     let mut seed = 0x2545_f491_4f6c_dd1du64;

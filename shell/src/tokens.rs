@@ -87,12 +87,31 @@ pub fn api_answer(data: &std::path::Path, request: &Request) -> Option<Result<Va
 }
 
 /// The refusal when this node is not a root (only a root holds the tree CA).
-pub fn not_a_root() -> ErrorBody {
-    ErrorBody::invalid(
-        "not_root",
-        "tokens are issued by a root; this node is not one",
-    )
-    .hint("run `palm up --profile root --listen HOST:PORT` on the root's data directory")
+/// The refusal of a token request on a node that is not a root (`data`: its data
+/// directory); an enrolled child says what it is and where its tree goes up.
+pub fn not_a_root(data: &std::path::Path) -> ErrorBody {
+    match palm_transport::pki::TreeFiles::new(data).load_record() {
+        Ok(record) => ErrorBody::invalid(
+            "not_root",
+            format!(
+                "tokens are issued by the root of tree {}; this node is its {} `{}`{}",
+                record.tree_id,
+                record.role,
+                record.name,
+                record
+                    .parent
+                    .as_deref()
+                    .map(|parent| format!(", below the parent at {parent}"))
+                    .unwrap_or_default()
+            ),
+        )
+        .hint("run `palm token create` with the root's data directory (`palm --data ROOT_DIR`)"),
+        Err(_) => ErrorBody::invalid(
+            "not_root",
+            "tokens are issued by a root; this node is not one",
+        )
+        .hint("run `palm up --profile root --listen HOST:PORT` on the root's data directory"),
+    }
 }
 
 /// Answers a token request on a running node.
@@ -115,10 +134,10 @@ pub async fn answer(genome: &Arc<Genome>, request: Request) -> Response {
         waited_ms += 20;
     }
     let Some(tree) = crate::link::tree_of(genome) else {
-        return Response::err(not_a_root());
+        return Response::err(not_a_root(&genome.info.data));
     };
     let Some(authority) = tree.authority.clone() else {
-        return Response::err(not_a_root());
+        return Response::err(not_a_root(&genome.info.data));
     };
     let revoke = match &request {
         Request::TokenRevoke { name } => Some(name.clone()),
