@@ -153,6 +153,15 @@ fn list(ctx: &Ctx) -> CliResult {
         let store = crate::node::open_store_read_only(&ctx.data)?;
         crate::tree_store::restore(&*store, &files)?;
     }
+    // API tokens are any node's own (REST beyond loopback); a root adds its join tokens.
+    let api = palm_node::api_tokens::list(&ctx.data, crate::genome::now_ms()).map_err(|e| {
+        let mut err = CliError::failure(&e.kind, e.message);
+        err.hint = e.hint;
+        err
+    })?;
+    if !files.has_ca() && !api.is_empty() {
+        return print_list(ctx, api, Vec::new());
+    }
     if !files.has_ca() {
         let body = not_a_root(&ctx.data);
         let mut err = CliError::usage(
@@ -165,7 +174,7 @@ fn list(ctx: &Ctx) -> CliResult {
     let book = palm_transport::Authority::load_book(&files.path("trust.json"))
         .map_err(|e| CliError::failure("tree", format!("cannot read the trust book: {e}")))?;
     let now = crate::genome::now_ms();
-    let tokens: Vec<Value> = book
+    let mut tokens: Vec<Value> = book
         .tokens
         .iter()
         .map(|(id, token)| {
@@ -195,6 +204,12 @@ fn list(ctx: &Ctx) -> CliResult {
             })
         })
         .collect();
+    tokens.extend(api);
+    print_list(ctx, tokens, children)
+}
+
+/// Prints the tokens (join and API ones) and the enrolled children.
+fn print_list(ctx: &Ctx, tokens: Vec<Value>, children: Vec<Value>) -> CliResult {
     let result = json!({"tokens": tokens, "children": children});
     if ctx.out.json {
         ctx.out.json(&result);

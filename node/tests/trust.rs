@@ -341,6 +341,30 @@ fn an_edge_cannot_mint_tokens_from_the_cli() {
     );
     let from_edge = palm(edge_dir.path(), &["token", "list"]);
     assert_eq!(from_edge.code, 2, "{}", from_edge.stderr);
+    // API tokens (any node's own) are listed too, beside a root's join tokens.
+    for dir in [root_dir.path(), edge_dir.path()] {
+        let made = palm(dir, &["token", "create", "--role", "api", "--name", "ci"]);
+        assert_eq!(made.code, 0, "{}", made.stderr);
+        let listed = palm(dir, &["token", "list", "--json"]);
+        assert_eq!(listed.code, 0, "{}", listed.stderr);
+        let listing = listed.json();
+        let api: Vec<&Value> = listing["tokens"]
+            .as_array()
+            .expect("tokens")
+            .iter()
+            .filter(|t| t["role"] == "api")
+            .collect();
+        assert_eq!(api.len(), 1, "{listing}");
+        assert_eq!(
+            (api[0]["name"].as_str(), api[0]["state"].as_str()),
+            (Some("ci"), Some("live"))
+        );
+        assert!(
+            !listed.stdout.contains("palm_api_"),
+            "no secret: {}",
+            listed.stdout
+        );
+    }
 }
 
 /// Frames shaped like `TreeMsg` by a hostile child: a summary laid out as a chain far

@@ -86,7 +86,6 @@ pub fn api_answer(data: &std::path::Path, request: &Request) -> Option<Result<Va
     }
 }
 
-/// The refusal when this node is not a root (only a root holds the tree CA).
 /// The refusal of a token request on a node that is not a root (`data`: its data
 /// directory); an enrolled child says what it is and where its tree goes up.
 pub fn not_a_root(data: &std::path::Path) -> ErrorBody {
