@@ -379,10 +379,18 @@ fn print_session(out: &Output, v: &Value) {
         ("first", "first"),
         ("last", "last"),
         ("parent", "parent"),
+        ("model", "model"),
     ] {
         if let Some(text) = v[field].as_str() {
             println!("  {label}: {text}");
         }
+    }
+    let (read, written) = (
+        v["input_tokens"].as_u64().unwrap_or(0),
+        v["output_tokens"].as_u64().unwrap_or(0),
+    );
+    if read + written > 0 {
+        println!("  tokens: {read} in, {written} out");
     }
     for f in v["files"].as_array().into_iter().flatten() {
         println!(

@@ -312,6 +312,13 @@ fn transcripts_are_archived_incrementally_recalled_across_vendors_and_outlive_th
     );
     assert_eq!(doc["cwd"], cwd.as_str());
     assert_eq!(doc["branch"], "main");
+    // Two lines of one message: its usage counted once.
+    assert_eq!(doc["model"], "claude-sonnet-4-5");
+    assert_eq!(
+        (doc["input_tokens"].as_u64(), doc["output_tokens"].as_u64()),
+        (Some(100), Some(20)),
+        "{doc:#}"
+    );
     let around = palm_env(
         data.path(),
         &["sessions", "show", CODEX_SESSION, "--at", "5", "--json"],

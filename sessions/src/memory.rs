@@ -48,6 +48,13 @@ pub struct Listed {
     pub first: Option<String>,
     /// See `first`.
     pub last: Option<String>,
+    /// The model, the last one its file names.
+    pub model: Option<String>,
+    /// Tokens it used, as its file counts them (each Claude message once; Codex's last
+    /// totals): read (prompt and cache) and written.
+    pub input_tokens: u64,
+    /// See `input_tokens`.
+    pub output_tokens: u64,
     /// Whether every file of it is still where the vendor keeps it.
     pub files_present: bool,
 }
@@ -81,6 +88,14 @@ pub struct Shown {
     pub entries: Vec<ShownEntry>,
     /// The work it is linked to.
     pub links: Links,
+}
+
+/// The earlier of two times, either of which may be unknown.
+fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 fn rfc3339(ms: Option<i64>) -> Option<String> {
@@ -158,8 +173,12 @@ impl Memory {
             subagent: info.meta.subagent,
             parent: info.meta.parent.clone(),
             messages: info.entries,
-            first: rfc3339(info.first_ms.or(info.meta.first_ms)),
-            last: rfc3339(info.last_ms.or(info.meta.last_ms)),
+            // Lines that make no entry (a queued prompt, a title) have times too.
+            first: rfc3339(earliest(info.first_ms, info.meta.first_ms)),
+            last: rfc3339(info.last_ms.max(info.meta.last_ms)),
+            model: info.meta.model.clone(),
+            input_tokens: info.meta.input_tokens,
+            output_tokens: info.meta.output_tokens,
             files_present: present,
         }
     }
@@ -169,7 +188,7 @@ impl Memory {
         let catalog = self.catalog()?;
         let mut sessions: Vec<(&String, &SessionInfo)> = catalog.sessions.iter().collect();
         sessions.sort_by(|a, b| {
-            let last = |i: &SessionInfo| i.last_ms.or(i.meta.last_ms).unwrap_or(0);
+            let last = |i: &SessionInfo| i.last_ms.max(i.meta.last_ms).unwrap_or(0);
             last(b.1).cmp(&last(a.1)).then(a.0.cmp(b.0))
         });
         Ok(sessions
