@@ -100,6 +100,10 @@ pub struct SessionInfo {
     pub first_ms: Option<i64>,
     /// See `first_ms`.
     pub last_ms: Option<i64>,
+    /// A title the vendor keeps beside the transcript (Codex's `session_index.jsonl`, a
+    /// Claude subagent's `.meta.json`), for a session whose own lines name none.
+    #[serde(default)]
+    pub side_title: Option<String>,
 }
 
 /// The whole catalog.

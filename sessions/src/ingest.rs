@@ -13,6 +13,7 @@ use crate::error::SessionsError;
 use crate::index::RecallIndex;
 use crate::transcript::{Entry, Vendor};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use tantivy::IndexWriter;
@@ -137,6 +138,80 @@ fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The most of Codex's `session_index.jsonl` read for titles.
+const SESSION_INDEX_BYTES_MAX: u64 = 64 << 20;
+/// The most of a subagent's `.meta.json` read.
+const SUBAGENT_META_BYTES_MAX: u64 = 64 << 10;
+
+/// Reads the titles the vendors keep beside their transcripts into the catalog's
+/// sessions (`side_title`): Codex's `session_index.jsonl` (`{id, thread_name,
+/// updated_at}` lines, a later line for the same id winning) and, for a Claude
+/// subagent's file `agent-<id>.jsonl`, its `agent-<id>.meta.json` (`agentType`,
+/// `description`). True when a title changed.
+pub fn side_titles(sources: &Sources, catalog: &mut Catalog) -> bool {
+    let mut titles: HashMap<String, String> = HashMap::new();
+    if let Some(home) = &sources.codex
+        && let Some(text) = read_bounded(&home.join("session_index.jsonl"), SESSION_INDEX_BYTES_MAX)
+    {
+        for line in text.lines() {
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let (Some(id), Some(name)) = (value["id"].as_str(), value["thread_name"].as_str())
+                && !name.trim().is_empty()
+            {
+                titles.insert(id.to_owned(), name.trim().to_owned());
+            }
+        }
+    }
+    for (id, info) in &catalog.sessions {
+        if info.vendor != Some(Vendor::Claude) || !info.meta.subagent {
+            continue;
+        }
+        for key in &info.files {
+            let Some(file) = catalog.files.get(key) else {
+                continue;
+            };
+            let Some(text) = read_bounded(
+                &file.path.with_extension("meta.json"),
+                SUBAGENT_META_BYTES_MAX,
+            ) else {
+                continue;
+            };
+            let Ok(meta) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            let kind = meta["agentType"].as_str().filter(|t| !t.trim().is_empty());
+            let about = meta["description"]
+                .as_str()
+                .filter(|t| !t.trim().is_empty());
+            let title = match (kind, about) {
+                (Some(kind), Some(about)) => format!("{kind}: {about}"),
+                (Some(one), None) | (None, Some(one)) => one.to_owned(),
+                (None, None) => continue,
+            };
+            titles.insert(id.clone(), title);
+        }
+    }
+    let mut changed = false;
+    for (id, title) in titles {
+        if let Some(info) = catalog.sessions.get_mut(&id) {
+            let title = crate::claude::capped(&title, crate::claude::TITLE_BYTES_MAX);
+            if info.side_title.as_deref() != Some(title.as_str()) {
+                info.side_title = Some(title);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+/// A small text file's contents; none when it is missing, unreadable or past `max`.
+fn read_bounded(path: &Path, max: u64) -> Option<String> {
+    let size = std::fs::metadata(path).ok()?.len();
+    (size <= max).then(|| std::fs::read_to_string(path).ok())?
 }
 
 /// The work of one ingest: the catalog it updates, the archive and index it writes.

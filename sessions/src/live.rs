@@ -258,7 +258,15 @@ fn human_ms(ms: i64) -> String {
 /// most recently active.
 pub fn live(sources: &Sources, options: &LiveOptions) -> Vec<LiveSession> {
     let mut out = Vec::new();
+    // Codex moves a session it archives out of `sessions/`: none there is live.
+    let archived = sources
+        .codex
+        .as_ref()
+        .map(|home| home.join("archived_sessions"));
     for (vendor, path, _key) in discover(sources) {
+        if archived.as_ref().is_some_and(|dir| path.starts_with(dir)) {
+            continue;
+        }
         let Ok(meta) = std::fs::metadata(&path) else {
             continue;
         };

@@ -143,7 +143,8 @@ impl Memory {
             }
         }
         let mut report = std::mem::take(&mut ingest.report);
-        if report.files_changed > 0 {
+        let titled = crate::ingest::side_titles(sources, &mut catalog);
+        if report.files_changed > 0 || titled {
             catalog.generation += 1;
             catalog.save(&self.dir)?;
             self.index.commit(&mut writer, catalog.generation)?;
@@ -167,7 +168,7 @@ impl Memory {
         Listed {
             session: id.to_owned(),
             vendor: info.vendor,
-            title: info.meta.title.clone(),
+            title: info.meta.title.clone().or_else(|| info.side_title.clone()),
             cwd: info.meta.cwd.clone(),
             branch: info.meta.branch.clone(),
             subagent: info.meta.subagent,

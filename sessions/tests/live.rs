@@ -245,7 +245,30 @@ fn running_stuck_and_idle_are_told_apart_for_both_vendors() {
         ],
     );
 
+    // An archived session is no longer live, however open its last turn looks.
+    codex_file(
+        codex_dir.path(),
+        "0199a1b2-0000-7000-8000-000000000005",
+        &[codex(
+            "event_msg",
+            NOW - 3 * MIN,
+            json!({"type": "user_message", "message": "add a route"}),
+        )],
+    );
+    let archived = codex_dir.path().join("archived_sessions");
+    std::fs::create_dir_all(&archived).expect("archived");
+    let name = "rollout-2027-01-15T10-00-00-0199a1b2-0000-7000-8000-000000000005.jsonl";
+    std::fs::rename(
+        codex_dir.path().join("sessions/2027/01/15").join(name),
+        archived.join(name),
+    )
+    .expect("archive");
+
     let found = states(claude_dir.path(), codex_dir.path());
+    assert!(
+        found.iter().all(|f| !f.0.ends_with("000000000005")),
+        "{found:#?}"
+    );
     let state = |id: &str| {
         found
             .iter()

@@ -162,3 +162,78 @@ fn forgetting_frees_the_archive_and_pruning_goes_by_age() {
         "already gone"
     );
 }
+
+/// Titles kept beside the transcripts: Codex's `session_index.jsonl` names a thread whose
+/// rollout names none (its later line wins), and a Claude subagent's `.meta.json` names
+/// the subagent; a change to either is read by the next ingest, with no transcript new.
+#[test]
+fn titles_kept_beside_the_transcripts_name_their_sessions() {
+    let s = scratch(&prompt("u1", "main session"));
+    let root = s.data.parent().expect("scratch").to_owned();
+    let subagents = s.file.with_extension("").join("subagents");
+    std::fs::create_dir_all(&subagents).expect("subagents");
+    let line = json!({"type": "user", "sessionId": SESSION, "uuid": "s1", "cwd": "/w",
+                      "isSidechain": true, "agentId": "a1b2", "timestamp": "2026-11-01T00:00:01Z",
+                      "message": {"role": "user", "content": "look around"}});
+    std::fs::write(subagents.join("agent-a1b2.jsonl"), format!("{line}\n")).expect("subagent");
+    std::fs::write(
+        subagents.join("agent-a1b2.meta.json"),
+        json!({"agentType": "Explore", "description": "find the link writer", "spawnDepth": 1})
+            .to_string(),
+    )
+    .expect("meta");
+    let codex = root.join("codex");
+    let day = codex.join("sessions/2026/11/21");
+    std::fs::create_dir_all(&day).expect("codex");
+    let thread = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    let meta = json!({"timestamp": "2026-11-21T09:00:00Z", "type": "session_meta",
+                      "payload": {"id": thread, "timestamp": "2026-11-21T09:00:00Z", "cwd": "/w",
+                                  "originator": "codex_exec", "cli_version": "0.60.0"}});
+    let said = json!({"timestamp": "2026-11-21T09:00:01Z", "type": "event_msg",
+                      "payload": {"type": "user_message", "message": "batch the writes"}});
+    std::fs::write(
+        day.join(format!("rollout-2026-11-21T09-00-00-{thread}.jsonl")),
+        format!("{meta}\n{said}\n"),
+    )
+    .expect("rollout");
+    let index = codex.join("session_index.jsonl");
+    std::fs::write(
+        &index,
+        format!(
+            "{}\n{}\nnot json\n",
+            json!({"id": thread, "thread_name": "first name", "updated_at": "2026-11-21T09:00:02Z"}),
+            json!({"id": thread, "thread_name": "Batch the link's writes", "updated_at": "2026-11-21T09:05:00Z"})
+        ),
+    )
+    .expect("index");
+    let sources = Sources {
+        claude: s.sources.claude.clone(),
+        codex: Some(codex),
+    };
+    let memory = Memory::open(&s.data).expect("open");
+    memory.ingest(&sources).expect("ingest");
+    let title = |id: &str| {
+        memory
+            .list()
+            .expect("list")
+            .into_iter()
+            .find(|l| l.session == id)
+            .and_then(|l| l.title)
+    };
+    assert_eq!(title(thread).as_deref(), Some("Batch the link's writes"));
+    assert_eq!(
+        title("agent-a1b2").as_deref(),
+        Some("Explore: find the link writer")
+    );
+    append(
+        &index,
+        &format!(
+            "{}\n",
+            json!({"id": thread, "thread_name": "Renamed", "updated_at": "2026-11-22T00:00:00Z"})
+        ),
+    );
+    let again = memory.ingest(&sources).expect("ingest");
+    assert_eq!(again.files_changed, 0, "{again:?}");
+    assert_eq!(title(thread).as_deref(), Some("Renamed"));
+    assert_eq!(title(SESSION), None, "a session nothing names has no title");
+}
