@@ -13,7 +13,8 @@
 //! detail the `command` (Bash), the `file_path` (Read, Edit, Write...), the
 //! `notebook_path`, `path`, `pattern`, `url`, `query` or `description` of its input,
 //! else the input itself (bounded). A block seen twice (same id) counts once; one the
-//! result line lists in `permission_denials` (by `tool_use_id`) is marked denied.
+//! result line lists in `permission_denials` (by `tool_use_id`), or whose `tool_result`
+//! is an error about permission, is marked denied.
 
 use crate::end::{End, RunSummary, ToolUse};
 use crate::spec::{AgentSpec, Mode};
@@ -95,7 +96,8 @@ impl Parser {
             self.summary.session_id = Some(id.to_owned());
         }
         match value.get("type").and_then(Value::as_str) {
-            Some("system") | Some("user") => {}
+            Some("system") => {}
+            Some("user") => self.user(&value),
             Some("assistant") => self.assistant(&value),
             Some("result") => self.result(&value),
             _ => self.summary.unknown_lines += 1,
@@ -124,6 +126,33 @@ impl Parser {
             .collect();
         if !texts.is_empty() {
             self.last_text = texts.join("\n");
+        }
+    }
+
+    /// A user line's `tool_result` blocks: one the CLI refused (an error that speaks of
+    /// permission, as print mode answers a tool it may not run) marks its tool use denied,
+    /// so a run that dies before its result line is not charged with it.
+    fn user(&mut self, value: &Value) {
+        for block in value["message"]["content"].as_array().into_iter().flatten() {
+            if block["type"] != "tool_result" || block["is_error"] != true {
+                continue;
+            }
+            let text = match &block["content"] {
+                Value::String(text) => text.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|part| part["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => continue,
+            };
+            if text.to_ascii_lowercase().contains("permission")
+                && let Some(&at) = block["tool_use_id"]
+                    .as_str()
+                    .and_then(|id| self.tool_ids.get(id))
+            {
+                self.summary.tools[at].denied = true;
+            }
         }
     }
 
@@ -340,6 +369,23 @@ mod tests {
             ),
             Some(End::Error)
         );
+    }
+
+    #[test]
+    fn a_tool_the_cli_refused_is_denied_even_without_a_result_line() {
+        let summary = parse(&[
+            r#"{"type":"assistant","message":{"id":"msg_1","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"rm -rf build"}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"Claude requested permissions to use Bash, but you haven't granted it yet.","is_error":true}]}}"#,
+            r#"{"type":"assistant","message":{"id":"msg_2","content":[{"type":"tool_use","id":"toolu_2","name":"Read","input":{"file_path":"/w/x"}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"File does not exist."}],"is_error":true}]}}"#,
+        ]);
+        assert_eq!(summary.end, None);
+        let denied: Vec<(&str, bool)> = summary
+            .tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.denied))
+            .collect();
+        assert_eq!(denied, [("Bash", true), ("Read", false)]);
     }
 
     #[test]
