@@ -704,6 +704,12 @@ pub fn print_node_tree(out: &Output, v: &Value) {
             let caps: Vec<&str> = caps.iter().filter_map(Value::as_str).collect();
             line.push_str(&format!("  offers {}", caps.join(", ")));
         }
+        if let Some(heard) = link
+            .and_then(|l| l["last_heard"].as_u64())
+            .filter(|t| *t > 0)
+        {
+            line.push_str(&out.dim(&format!("  heard {}", age(heard))));
+        }
         println!("{line}");
         for child in n
             .get("children")

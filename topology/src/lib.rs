@@ -500,6 +500,23 @@ impl Topology {
     /// The tree as this node sees it (`palm tree`).
     pub fn view(&self, now: u64, me: &Summary) -> Value {
         fn node(summary: &Summary, link: Option<(&str, bool, u64, u64)>) -> Value {
+            // A node further down is in its parent's summary only while their link is up;
+            // its own summary's time is when it was last heard of (through its parent).
+            let below = |sub: &Summary| {
+                let mut value = node(sub, None);
+                if let Some(object) = value.as_object_mut() {
+                    object.insert(
+                        "link".into(),
+                        json!({
+                            "direction": "child",
+                            "state": "up",
+                            "last_heard": sub.at_ms,
+                            "reported_by": summary.name,
+                        }),
+                    );
+                }
+                value
+            };
             let mut value = json!({
                 "name": summary.name,
                 "role": summary.role,
@@ -507,7 +524,7 @@ impl Topology {
                 "seats": summary.seats,
                 "busy": summary.busy,
                 "capabilities": summary.ready,
-                "children": summary.subtree.iter().map(|s| node(s, None)).collect::<Vec<_>>(),
+                "children": summary.subtree.iter().map(below).collect::<Vec<_>>(),
             });
             if let Some((direction, up, since, heard)) = link
                 && let Some(object) = value.as_object_mut()

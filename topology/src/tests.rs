@@ -212,6 +212,24 @@ fn the_view_names_every_node_and_the_projection() {
     assert_eq!(names, ["edge1", "edge2"]);
     assert_eq!(view["tree"]["children"][1]["capabilities"][0], "blue");
     assert_eq!(view["parent"]["link"]["state"], "up");
+
+    // Seen from the root, the edges are a level further down: each still shows its link
+    // (up, since its realm reports it) and when it was last heard of.
+    let mut root = Topology::new("root", Role::Root, "oooo", None);
+    root.child_link(10, "realm", true);
+    let mut edge = summary("edge2", "e222", &["blue"], 2, 0, vec![]);
+    edge.at_ms = 25;
+    root.child_summary(30, summary("realm", "rrrr", &[], 2, 0, vec![edge]));
+    let me = root.summary(40, vec![], 2, 0);
+    let view = root.view(40, &me);
+    let realm = &view["tree"]["children"][0];
+    assert_eq!(realm["link"]["state"], "up");
+    let edge = &realm["children"][0];
+    assert_eq!(edge["name"], "edge2");
+    assert_eq!(
+        edge["link"],
+        serde_json::json!({"direction": "child", "state": "up", "last_heard": 25, "reported_by": "realm"})
+    );
 }
 
 #[test]
