@@ -249,6 +249,16 @@ pub const OPERATIONS: &[Operation] = &[
     },
     Operation {
         method: "post",
+        path: "/v1/webhooks/{name}",
+        id: "webhook",
+        summary: "A webhook: the body, whatever JSON it is (text when not JSON), is the event's data; flows with `on: {webhook: NAME}` (or `event: NAME`) start",
+        query: &[],
+        body: Some(r#"{}"#),
+        success: 200,
+        media: JSON,
+    },
+    Operation {
+        method: "post",
         path: "/v1/tokens",
         id: "createToken",
         summary: "Create a token: api (any node), realm or edge (a root)",

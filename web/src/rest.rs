@@ -16,6 +16,7 @@
 //! | `POST /v1/flows/validate` `{"source"}` | parsed here, as `palm flows validate` |
 //! | `GET /v1/places`, `/v1/vitality`, `/v1/tree`, `/v1/interests` | the same-named requests |
 //! | `POST /v1/events/{name}` `{"data"}` | `emit` |
+//! | `POST /v1/webhooks/{name}` (the body is the data, as sent) | `emit` |
 //! | `POST /v1/tokens` `{"name", "role", "ttl"}` (or `ttl_ms`), `DELETE /v1/tokens/{name}` | `token_create`, `token_revoke` |
 //!
 //! Patches (`/v1/patches`, `/v1/patches/{id}`, `.../apply` `{"to"}`, `.../revert`),
@@ -65,6 +66,7 @@ pub fn routes() -> Router<Arc<dyn Backend>> {
         .route("/v1/tree", get(tree))
         .route("/v1/interests", get(interests))
         .route("/v1/events/{name}", post(emit))
+        .route("/v1/webhooks/{name}", post(webhook))
         .route("/v1/tokens", post(token_create))
         .route("/v1/tokens/{name}", delete(token_revoke))
         .route("/v1/patches", get(outputs::list_patches))
@@ -601,6 +603,32 @@ async fn emit(State(backend): Shared, Path(event): Path<String>, bytes: Bytes) -
     let result = async {
         let body = body_object(&bytes)?;
         let data = body.get("data").cloned().unwrap_or(Value::Null);
+        ask(&backend, Request::Emit { event, data }).await
+    }
+    .await;
+    answer(result)
+}
+
+/// A webhook: the sender's body is the event's data as it is (a service posting its own
+/// JSON knows nothing of `{"data": ...}`); a body that is not JSON is kept as text.
+async fn webhook(State(backend): Shared, Path(event): Path<String>, bytes: Bytes) -> Response {
+    let result = async {
+        let data = if bytes.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
+            value
+        } else {
+            match std::str::from_utf8(&bytes) {
+                Ok(text) => Value::String(text.to_owned()),
+                Err(_) => {
+                    return Err(Problem::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_input",
+                        "a webhook's body must be JSON or UTF-8 text",
+                    ));
+                }
+            }
+        };
         ask(&backend, Request::Emit { event, data }).await
     }
     .await;

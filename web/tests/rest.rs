@@ -395,3 +395,55 @@ async fn the_openapi_document_lists_every_route_and_validates() {
     }
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+/// A webhook: a service posts its own JSON to `/v1/webhooks/NAME`, and the flows listening
+/// with `on: {webhook: NAME}` start with that body as `input.event.data`, as it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_starts_its_flows_with_the_body_as_sent() {
+    let w = world().await;
+    let flow = "name: on-push\non: { webhook: push }\ntree:\n  set: { ref: \"{{ input.event.data.ref }}\" }\n";
+    let (status, _, added) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        "/v1/flows",
+        Some(json!({"source": flow, "origin": "on-push.yaml"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{added}");
+    let payload = json!({"ref": "refs/heads/main", "commits": [{"id": "abc"}]});
+    let (status, _, matched) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        "/v1/webhooks/push",
+        Some(payload.clone()),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{matched}");
+    assert_eq!(matched["matched"], 1, "{matched}");
+    let mut done = serde_json::Value::Null;
+    for _ in 0..100 {
+        let (_, _, jobs) = send(&w.app, LOOPBACK, "GET", "/v1/jobs?flow=on-push", None, None).await;
+        if let Some(job) = jobs["jobs"][0]["job"].as_str() {
+            let (_, _, view) = send(
+                &w.app,
+                LOOPBACK,
+                "GET",
+                &format!("/v1/jobs/{job}/wait?timeout_ms=5000"),
+                None,
+                None,
+            )
+            .await;
+            done = view;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["input"]["event"]["data"], payload, "{done}");
+    assert_eq!(done["state"]["ref"], "refs/heads/main");
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}

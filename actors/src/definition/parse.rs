@@ -769,12 +769,13 @@ impl Parser {
                 "place",
                 "schedule",
                 "event",
+                "webhook",
                 "coalesce_key",
                 "debounce",
                 "not_before",
             ],
         );
-        let kinds: Vec<&str> = ["job", "place", "schedule", "event"]
+        let kinds: Vec<&str> = ["job", "place", "schedule", "event", "webhook"]
             .into_iter()
             .filter(|k| options.contains_key(k))
             .collect();
@@ -784,7 +785,7 @@ impl Parser {
                 self.error(
                     node.span,
                     "an `on` entry needs a trigger",
-                    Some("give one of `job`, `place`, `schedule`, `event`".to_owned()),
+                    Some("give one of `job`, `place`, `schedule`, `event`, `webhook`".to_owned()),
                 );
                 return None;
             }
@@ -804,6 +805,11 @@ impl Parser {
             "job" => self.job_trigger(value),
             "place" => self.place_trigger(value),
             "schedule" => self.schedule_trigger(value),
+            // A webhook is an event that arrives over HTTP (`POST /v1/webhooks/NAME`, its
+            // body the data); `palm emit NAME` and `POST /v1/events/NAME` send the same.
+            "webhook" => self
+                .string(value, "`webhook`")
+                .map(|name| Trigger::Event { name }),
             _ => self
                 .string(value, "`event`")
                 .map(|name| Trigger::Event { name }),
