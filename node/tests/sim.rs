@@ -66,9 +66,10 @@ fn seeds_replay_identically() {
 }
 
 #[test]
-fn the_flat_world_and_a_chain_pass_too() {
+fn the_flat_world_a_chain_and_a_lone_root_pass_too() {
     let data = data_dir();
-    for (shape, nodes) in [("flat", "4"), ("chain", "5"), ("tree", "9")] {
+    // A root alone (issue 5's 1-node world) runs the same cores, with no link to cut.
+    for (shape, nodes) in [("flat", "4"), ("chain", "5"), ("tree", "9"), ("tree", "1")] {
         let ran = palm(
             data.path(),
             &[

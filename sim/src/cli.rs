@@ -23,7 +23,7 @@ pub struct SimArgs {
     /// A range of seeds, A..B (B excluded).
     #[arg(long, value_name = "A..B")]
     pub seeds: Option<String>,
-    /// Nodes in the world.
+    /// Nodes in the world (1: a root alone).
     #[arg(long, default_value_t = NODES_DEFAULT)]
     pub nodes: usize,
     /// How the nodes are arranged: tree (a root, realms, edges under both), flat (one
@@ -157,9 +157,9 @@ pub fn options(args: &SimArgs, seed: u64) -> Result<Options, SimError> {
             Shape::ALL.map(Shape::as_str).join(", ")
         ))
     })?;
-    if args.nodes < 2 || args.nodes > NODES_MAX {
+    if args.nodes < 1 || args.nodes > NODES_MAX {
         return Err(usage(format!(
-            "--nodes must be between 2 and {NODES_MAX} (a tree has a root and at least one child)"
+            "--nodes must be between 1 (a root alone) and {NODES_MAX}"
         )));
     }
     Ok(Options {

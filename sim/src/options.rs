@@ -64,10 +64,10 @@ impl Shape {
         }
     }
 
-    /// Each node's role and parent, node 0 the root. `nodes` is at least 2.
+    /// Each node's role and parent, node 0 the root (alone when `nodes` is 1).
     pub fn layout(self, nodes: usize) -> Vec<(palm_topology::Role, Option<usize>)> {
         use palm_topology::Role;
-        let nodes = nodes.max(2);
+        let nodes = nodes.max(1);
         let mut layout = vec![(Role::Root, None)];
         match self {
             Shape::Flat => {

@@ -521,7 +521,8 @@ impl World {
                 self.at(t, Ev::Crash { node });
             }
         }
-        if let Some(every) = self.profile.partition_every_ms {
+        // A root alone has no link to cut.
+        if let Some(every) = self.profile.partition_every_ms.filter(|_| count > 1) {
             let mut t = T0;
             loop {
                 t += self.rng.between(every / 2, every * 3 / 2);
