@@ -15,7 +15,7 @@ use crate::cli::WizardCommand;
 use crate::ctx::{Ctx, print, settled_view, status_code};
 use crate::exit::{CliError, CliResult, Code};
 use crate::output;
-use palm_api::protocol::Request;
+use palm_api::protocol::{FlowArg, Request};
 use palm_api::verbs::{
     at_revision, flow_arg, typed_text as shown, typed_value as typed, wizard_wait,
 };
@@ -38,6 +38,7 @@ pub async fn run(ctx: &Ctx, command: WizardCommand) -> CliResult {
     let result = async {
         let (job, origin) = match (start, job) {
             (Some((flow, inputs, origin)), _) => {
+                refuse_unless_wizard(&mut target, &flow, &origin).await?;
                 let submitted = target
                     .call(Request::Submit {
                         flow,
@@ -56,6 +57,50 @@ pub async fn run(ctx: &Ctx, command: WizardCommand) -> CliResult {
     .await;
     target.finish().await;
     result
+}
+
+/// Refuses to start a flow whose tree holds no wizard (nor a subflow, which may): such a
+/// job would ask nothing, and `palm run` is what starts it.
+async fn refuse_unless_wizard(
+    target: &mut Target,
+    flow: &FlowArg,
+    origin: &str,
+) -> Result<(), CliError> {
+    let source = match flow {
+        FlowArg::Source { source, .. } => source.clone(),
+        FlowArg::Stored { name, revision } => {
+            let shown = target
+                .call(Request::FlowsShow {
+                    name: name.clone(),
+                    revision: *revision,
+                })
+                .await?;
+            shown["source"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let Ok(definition) = palm_actors::definition::parse(&source, origin) else {
+        // The node says what is wrong with it when it is submitted.
+        return Ok(());
+    };
+    let mut asks = false;
+    definition.tree.walk(&mut |node| {
+        asks |= matches!(
+            node.kind,
+            palm_actors::definition::NodeKind::Wizard(_)
+                | palm_actors::definition::NodeKind::Subflow { .. }
+        );
+    });
+    if asks {
+        return Ok(());
+    }
+    Err(CliError::usage(
+        "not_a_wizard",
+        format!(
+            "flow `{}` ({origin}) has no wizard step: it asks nothing",
+            definition.name
+        ),
+    )
+    .with_hint(format!("`palm run {origin}` starts it")))
 }
 
 /// The current step of a waiting wizard: its wait key and what the schema says of it.
@@ -142,7 +187,33 @@ impl Sets {
     /// The move `--set` makes at `step`, taking it.
     fn take(&mut self, step: &Step) -> Option<Value> {
         let given = self.by_step.remove(step.id())?;
-        let value = if given.iter().any(|(field, _)| field.is_some()) {
+        let value = if step.kind() == "collection" && given.iter().any(|(f, _)| f.is_some()) {
+            // Items field by field: a field given again starts the next item
+            // (`--set eps.path=/a --set eps.method=GET --set eps.path=/b ...`); a whole
+            // item (`--set 'eps={...}'`) is one item.
+            let mut items = Vec::new();
+            let mut item = Map::new();
+            for (field, value) in given {
+                match field {
+                    Some(field) => {
+                        if item.contains_key(&field) {
+                            items.push(Value::Object(std::mem::take(&mut item)));
+                        }
+                        item.insert(field, value);
+                    }
+                    None => {
+                        if !item.is_empty() {
+                            items.push(Value::Object(std::mem::take(&mut item)));
+                        }
+                        items.push(value);
+                    }
+                }
+            }
+            if !item.is_empty() {
+                items.push(Value::Object(item));
+            }
+            Value::Array(items)
+        } else if given.iter().any(|(field, _)| field.is_some()) {
             let mut object = Map::new();
             for (field, value) in given {
                 object.insert(field.unwrap_or_default(), value);
@@ -288,7 +359,14 @@ fn missing(step: &Step, job: &str, sets: &Sets) -> CliError {
         .filter(|s| {
             s["kind"] != "summary" && !sets.by_step.contains_key(s["id"].as_str().unwrap_or(""))
         })
-        .map(|s| format!("--set {}=…", s["id"].as_str().unwrap_or_default()))
+        .map(|s| {
+            let id = s["id"].as_str().unwrap_or_default();
+            if id == step.id() {
+                flags_for(step)
+            } else {
+                format!("--set {id}=…")
+            }
+        })
         .collect();
     let mut message = format!(
         "no terminal to ask step {}/{} `{}` ({}) on, and no --set answers it",
@@ -302,8 +380,38 @@ fn missing(step: &Step, job: &str, sets: &Sets) -> CliError {
     }
     CliError::usage("missing_answer", message).with_hint(format!(
         "answer with --set (and --yes to take the proposals), e.g. `palm wizard resume {job} {} --yes`",
-        needed.first().map_or("", String::as_str)
+        needed.first().map_or("", |first| bare_flags(first))
     ))
+}
+
+/// The flags that answer `step`: one per field when its answer (or a collection's item)
+/// is an object with named fields, else one for the step.
+fn flags_for(step: &Step) -> String {
+    let schema = if step.kind() == "collection" {
+        &step.answer["items"]
+    } else {
+        &step.answer
+    };
+    match schema["properties"].as_object().filter(|p| !p.is_empty()) {
+        Some(fields) => {
+            let flags: Vec<String> = fields
+                .keys()
+                .map(|field| format!("--set {}.{field}=…", step.id()))
+                .collect();
+            let repeat = if step.kind() == "collection" {
+                " (again for each item)"
+            } else {
+                ""
+            };
+            format!("{}{repeat}", flags.join(" "))
+        }
+        None => format!("--set {}=…", step.id()),
+    }
+}
+
+/// The flags of [`flags_for`] alone, as a command line takes them.
+fn bare_flags(needed: &str) -> &str {
+    needed.split(" (").next().unwrap_or(needed)
 }
 
 /// The summary: every answer, and the command that gives them without questions.

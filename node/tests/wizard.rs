@@ -323,6 +323,93 @@ fn without_a_terminal_flags_answer_every_step_and_a_crash_between_steps_loses_no
     drop(up);
 }
 
+/// Every question is a flag down to a field: an object answer by `--set STEP.FIELD=`, a
+/// collection of objects item by item (a field given again starts the next item); a
+/// step left unanswered names its fields.
+#[test]
+fn object_answers_and_collections_of_objects_are_flags_field_by_field() {
+    let data = data_dir();
+    let flow = data.path().join("service.yaml");
+    std::fs::write(
+        &flow,
+        "name: service\ntree:\n  wizard:\n    key: s\n    steps:\n      - input:\n          id: owner\n          schema: {type: object, properties: {name: {type: string}, age: {type: integer}}, required: [name, age]}\n      - collection:\n          id: eps\n          item: {type: object, properties: {path: {type: string}, method: {type: string}}, required: [path, method]}\n          min: 1\n      - summary: { id: sum }\n    commit:\n      run: { cmd: \"true\" }\n",
+    )
+    .expect("flow");
+    let flow = flow.display().to_string();
+    let _up = Up::start(data.path(), &[]);
+    let missing = palm(data.path(), &["wizard", "start", &flow]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(
+        missing
+            .stderr
+            .contains("--set owner.age=… --set owner.name=…"),
+        "{}",
+        missing.stderr
+    );
+    let halfway = palm(
+        data.path(),
+        &[
+            "wizard",
+            "start",
+            &flow,
+            "--set",
+            "owner.name=ann",
+            "--set",
+            "owner.age=3",
+        ],
+    );
+    assert_eq!(halfway.code, 2, "{}", halfway.stderr);
+    assert!(
+        halfway
+            .stderr
+            .contains("--set eps.method=… --set eps.path=…"),
+        "{}",
+        halfway.stderr
+    );
+    let done = palm(
+        data.path(),
+        &[
+            "wizard",
+            "start",
+            &flow,
+            "--set",
+            "owner.name=ann",
+            "--set",
+            "owner.age=3",
+            "--set",
+            "eps.path=/a",
+            "--set",
+            "eps.method=GET",
+            "--set",
+            "eps.path=/b",
+            "--set",
+            "eps.method=POST",
+            "--yes",
+            "--json",
+        ],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(
+        done.json()["answers"],
+        json!({"owner": {"name": "ann", "age": 3},
+               "eps": [{"path": "/a", "method": "GET"}, {"path": "/b", "method": "POST"}]})
+    );
+    // A flow that asks nothing is no wizard: refused before anything starts.
+    let plain = data.path().join("plain.yaml");
+    std::fs::write(&plain, "name: plain\ntree:\n  set: { a: 1 }\n").expect("flow");
+    let jobs_before = palm(data.path(), &["jobs", "--json"]).json()["jobs"].clone();
+    let refused = palm(
+        data.path(),
+        &["wizard", "start", &plain.display().to_string(), "--json"],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert_eq!(refused.json()["error"]["kind"], "not_a_wizard");
+    assert_eq!(
+        palm(data.path(), &["jobs", "--json"]).json()["jobs"],
+        jobs_before
+    );
+}
+
 /// `palm top` in a terminal redraws the node in place (a job submitted meanwhile shows
 /// up without a keypress) and quits on Ctrl-C with 0; `--once` prints one snapshot.
 #[test]
