@@ -6,7 +6,10 @@
 //! a longer one is discarded as it streams (memory stays bounded: only the first
 //! [`ID_PREFIX_BYTES`] are kept, to find its id) and replaced by a tiny request of the
 //! method [`OVERSIZED_METHOD`] with the same id, which the handler refuses with a
-//! JSON-RPC error. The session goes on. stdout carries only what rmcp writes.
+//! JSON-RPC error. A line that is not JSON never reaches rmcp (which would drop it, or
+//! end a session not yet initialised): it is answered with JSON-RPC's parse error
+//! (-32700, `id: null`), written between rmcp's whole lines on stdout. The session goes
+//! on.
 
 use super::control_link::ControlLink;
 use super::server::PalmMcp;
@@ -30,13 +33,22 @@ const PIPE_BYTES: usize = 64 * 1024;
 pub async fn serve(link: Arc<ControlLink>) -> Result<(), CliError> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (filtered, transport_side) = tokio::io::duplex(PIPE_BYTES);
+    let (answers_tx, answers_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
     let filter = tokio::spawn(async move {
-        if let Err(err) = bound_lines(stdin, filtered, REQUEST_BYTES_MAX).await {
+        if let Err(err) = bound_lines(stdin, filtered, REQUEST_BYTES_MAX, Some(answers_tx)).await {
             tracing::debug!(target: "palm::mcp", %err, "stdin closed");
         }
     });
+    // rmcp writes into a pipe; one task copies its lines and the filter's answers to
+    // stdout, whole lines only.
+    let (rmcp_out, rmcp_lines) = tokio::io::duplex(PIPE_BYTES);
+    let merger = tokio::spawn(async move {
+        if let Err(err) = merge_lines(rmcp_lines, answers_rx, stdout).await {
+            tracing::debug!(target: "palm::mcp", %err, "stdout closed");
+        }
+    });
     // The filter already bounds lines; the transport's own bound only has to admit them.
-    let transport = AsyncRwTransport::new_server(transport_side, stdout)
+    let transport = AsyncRwTransport::new_server(transport_side, rmcp_out)
         .with_max_line_length(REQUEST_BYTES_MAX + 2);
     let service = rmcp::serve_server(PalmMcp::new(link), transport)
         .await
@@ -52,13 +64,77 @@ pub async fn serve(link: Arc<ControlLink>) -> Result<(), CliError> {
         _ = interrupt.recv() => cancel.cancel(),
     }
     filter.abort();
+    // What rmcp wrote last reaches stdout before the process ends.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), merger).await;
     Ok(())
+}
+
+/// Copies `lines` (rmcp's output) to `out`, and each of `answers` (whole lines) between
+/// two of its lines, never inside one.
+async fn merge_lines<R, W>(
+    lines: R,
+    mut answers: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    mut out: W,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut lines = BufReader::with_capacity(PIPE_BYTES, lines);
+    // Kept across turns: a line half read when an answer comes is finished next turn.
+    let mut line = Vec::new();
+    let mut answering = true;
+    loop {
+        tokio::select! {
+            read = lines.read_until(b'\n', &mut line) => {
+                if read? == 0 {
+                    out.flush().await?;
+                    return Ok(());
+                }
+                if line.ends_with(b"\n") {
+                    out.write_all(&line).await?;
+                    out.flush().await?;
+                    line.clear();
+                }
+            }
+            answer = answers.recv(), if answering && line.is_empty() => match answer {
+                Some(answer) => {
+                    out.write_all(&answer).await?;
+                    out.flush().await?;
+                }
+                None => answering = false,
+            },
+        }
+    }
+}
+
+/// JSON-RPC's answer to a line that is not JSON.
+fn parse_error(line: &[u8]) -> Vec<u8> {
+    let detail = match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+        Err(err) => err.to_string(),
+        Ok(_) => String::new(),
+    };
+    let mut answer = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: {detail}")},
+    }))
+    .unwrap_or_default();
+    answer.push(b'\n');
+    answer
 }
 
 /// Copies newline-delimited messages from `reader` to `writer`, replacing any whose
 /// content exceeds `bytes_max` by an [`OVERSIZED_METHOD`] request with its id (or
-/// dropping it, when no id can be found in its first [`ID_PREFIX_BYTES`]).
-pub async fn bound_lines<R, W>(reader: R, mut writer: W, bytes_max: usize) -> std::io::Result<()>
+/// dropping it, when no id can be found in its first [`ID_PREFIX_BYTES`]). A line that is
+/// not JSON is not passed on: its parse error goes to `unparsable` (blank lines are
+/// skipped).
+pub async fn bound_lines<R, W>(
+    reader: R,
+    mut writer: W,
+    bytes_max: usize,
+    unparsable: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -112,6 +188,13 @@ where
                     }))?;
                     refusal.push(b'\n');
                     writer.write_all(&refusal).await?;
+                }
+            }
+            None if line.iter().all(u8::is_ascii_whitespace) => {}
+            None if serde_json::from_slice::<serde::de::IgnoredAny>(&line).is_err() => {
+                tracing::warn!(target: "palm::mcp", "a request line that is not JSON; answered with a parse error");
+                if let Some(unparsable) = &unparsable {
+                    let _ = unparsable.send(parse_error(&line)).await;
                 }
             }
             None => writer.write_all(&line).await?,
@@ -257,7 +340,7 @@ mod tests {
     async fn filtered(input: Vec<u8>, bytes_max: usize) -> Vec<String> {
         let (mut client, server) = tokio::io::duplex(1 << 16);
         let (out_writer, mut out_reader) = tokio::io::duplex(1 << 16);
-        let filter = tokio::spawn(bound_lines(server, out_writer, bytes_max));
+        let filter = tokio::spawn(bound_lines(server, out_writer, bytes_max, None));
         let feed = tokio::spawn(async move {
             client.write_all(&input).await.expect("write");
             client.shutdown().await.expect("shutdown");
@@ -306,8 +389,66 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_exactly_at_the_bound_passes() {
-        let line = "z".repeat(100);
+        let line = format!("\"{}\"", "z".repeat(98));
         let lines = filtered(format!("{line}\n{line}z\n").into_bytes(), 100).await;
         assert_eq!(lines, vec![line]);
+    }
+
+    #[tokio::test]
+    async fn a_line_that_is_not_json_is_answered_with_a_parse_error_between_whole_lines() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (to_rmcp, mut rmcp_in) = tokio::io::duplex(1 << 16);
+        let (answers_tx, answers_rx) = tokio::sync::mpsc::channel(4);
+        let filter = tokio::spawn(bound_lines(server, to_rmcp, 1_000, Some(answers_tx)));
+        client
+            .write_all(b"{not json\n\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .await
+            .expect("write");
+        client.shutdown().await.expect("shutdown");
+        let mut passed = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut rmcp_in, &mut passed)
+            .await
+            .expect("read");
+        filter.await.expect("join").expect("filter");
+        assert_eq!(
+            passed,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"
+        );
+
+        // rmcp's output, cut in the middle of a line, with the parse error waiting.
+        let (mut rmcp_side, lines) = tokio::io::duplex(1 << 16);
+        let (out, mut stdout) = tokio::io::duplex(1 << 16);
+        let merger = tokio::spawn(merge_lines(lines, answers_rx, out));
+        rmcp_side
+            .write_all(b"{\"jsonrpc\":\"2.0\",")
+            .await
+            .expect("half");
+        tokio::task::yield_now().await;
+        rmcp_side
+            .write_all(b"\"id\":1,\"result\":{}}\n")
+            .await
+            .expect("rest");
+        rmcp_side.shutdown().await.expect("shutdown");
+        let mut written = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut written)
+            .await
+            .expect("read");
+        merger.await.expect("join").expect("merge");
+        let lines: Vec<Value> = written
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line whole JSON"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{written}");
+        let error = lines
+            .iter()
+            .find(|l| l["error"].is_object())
+            .expect("parse error");
+        assert_eq!(error["error"]["code"], -32700);
+        assert_eq!(error["id"], Value::Null);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["id"] == 1 && l["result"].is_object())
+        );
     }
 }

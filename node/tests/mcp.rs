@@ -154,12 +154,16 @@ fn text(result: &Value) -> String {
 fn stdio_sessions_survive_bad_input_oversized_requests_and_cancellation() {
     let data = data_dir();
     let mut session = Session::start(data.path());
+    // Text that is not JSON, even before `initialize`, is a parse error; the session
+    // goes on.
+    session.send_raw(b"{not json before initialize");
     // The version the client asks for, when rmcp knows it.
     let init = session.initialize("2024-11-05");
     assert_eq!(init["result"]["protocolVersion"], "2024-11-05", "{init}");
     assert_eq!(init["result"]["serverInfo"]["name"], "palm");
 
-    // Text that is not JSON is ignored; JSON that is not a message is an error.
+    // Text that is not JSON is answered with JSON-RPC's parse error (id null); JSON that
+    // is not a message is an error.
     session.send_raw(b"this is not json");
     session.send_raw(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":"nope"}"#);
     let shapeless = session.answer(2, Duration::from_secs(10));
@@ -168,6 +172,12 @@ fn stdio_sessions_survive_bad_input_oversized_requests_and_cancellation() {
     if let Some(shapeless) = shapeless {
         assert!(shapeless.get("error").is_some(), "{shapeless}");
     }
+    let parse_errors = session
+        .seen
+        .iter()
+        .filter(|m| m["id"].is_null() && m["error"]["code"] == -32700)
+        .count();
+    assert_eq!(parse_errors, 2, "{:?}", session.seen);
 
     // A bad argument is a tool error naming the field.
     let bad = session.call(4, "palm_jobs", json!({"limit": "ten"}));
