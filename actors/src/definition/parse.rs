@@ -100,7 +100,11 @@ pub fn parse(source: &str, origin: &str) -> Result<Definition, Vec<Diagnostic>> 
                 origin: origin.to_owned(),
                 span: err.span,
                 message: err.message,
-                hint: None,
+                hint: Some(
+                    "the file is not YAML there: look for a tab used to indent, a `:` or `#` \
+                     in unquoted text, or a bracket or quote left open just before this point"
+                        .to_owned(),
+                ),
             }]);
         }
     };
@@ -2396,6 +2400,22 @@ tree:
         assert_eq!(
             diagnostics[0].hint.as_deref(),
             Some("did you mean `sequence`?")
+        );
+    }
+
+    #[test]
+    fn text_that_is_not_yaml_says_where_and_what_to_look_for() {
+        let source = "name: x\ntree:\n  sequence: [succeed\n";
+        let diagnostics = parse(source, "f.yaml").unwrap_err();
+        assert_eq!(diagnostics.len(), 1);
+        assert!(diagnostics[0].message.starts_with("invalid YAML"));
+        assert!(
+            diagnostics[0]
+                .hint
+                .as_deref()
+                .is_some_and(|hint| hint.contains("left open")),
+            "{:?}",
+            diagnostics[0]
         );
     }
 
