@@ -18,6 +18,7 @@
 //!   JUnit) into failures (name, file, line, message) and a stable signature of the set.
 //! - [`rank`]: the choice of a `best_of`'s winner (gates, checks, diff size, risk).
 //! - [`route`]: a task to a stored flow, within an authority ceiling, with no model.
+//! - [`runs`]: where a run keeps its transcript and marks; the runs a journal shows.
 //!
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
@@ -34,6 +35,7 @@ pub mod patches;
 pub mod provision;
 pub mod rank;
 pub mod route;
+pub mod runs;
 pub mod secrets;
 pub mod spec;
 pub mod verify;

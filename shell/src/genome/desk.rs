@@ -562,8 +562,7 @@ impl Desk {
             Ok(Some(view)) => match self.path.journal(&*store, job) {
                 Ok(events) => {
                     let events: Vec<Value> = events.iter().map(|e| e.to_json()).collect();
-                    let agent_runs =
-                        crate::providers::agent::runs_in_journal(&self.info.data, &events);
+                    let agent_runs = palm_agents::runs::runs_in_journal(&self.info.data, &events);
                     Response::ok(json!({
                         "job": view.job,
                         "flow": view.flow,

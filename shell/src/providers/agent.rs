@@ -36,6 +36,7 @@ use palm_agents::custom::{self, Exit};
 use palm_agents::git::{self, Worktree};
 use palm_agents::patches::Patches;
 use palm_agents::provision::{self, Provision};
+use palm_agents::runs::{INTERRUPTED_FILE, run_dir};
 use palm_agents::secrets;
 use palm_agents::{AgentResult, AgentSpec, End, RunSummary};
 use serde_json::{Value, json};
@@ -649,64 +650,6 @@ impl Agents {
         store_patch(&self.data, &made_by, worktree, tree, violation).await
     }
 }
-
-/// Where the run of `run_key` (an effect's key, `KEY#sub` for a gate's verifier) keeps
-/// its transcript, its session and its marks.
-pub fn run_dir(data: &Path, run_key: &str) -> PathBuf {
-    data.join("agents")
-        .join("runs")
-        .join(git::content_id(run_key.as_bytes()))
-}
-
-/// The agent runs a job's journal shows, oldest first: each `agent` call that ended, with
-/// its end, provider, session, error and transcript (as its completion recorded them),
-/// and each stopped from outside (its effect cancelled) as its run directory's mark says,
-/// `interrupted`. `events` are the journal's events as JSON.
-pub fn runs_in_journal(data: &Path, events: &[Value]) -> Vec<Value> {
-    let mut runs = Vec::new();
-    let mut agent_keys = std::collections::HashSet::new();
-    for event in events {
-        let key = event["key"].as_str().unwrap_or_default();
-        match event["kind"].as_str() {
-            Some("effect_requested") if event["request"]["call"]["provider"] == "agent" => {
-                agent_keys.insert(key.to_owned());
-            }
-            Some("effect_completed") if agent_keys.contains(key) => {
-                let value = &event["outcome"]["call"]["value"];
-                if value["end"].is_string() {
-                    runs.push(json!({
-                        "key": key,
-                        "provider": value["provider"],
-                        "end": value["end"],
-                        "session_id": value["session_id"],
-                        "error": value["error"],
-                        "transcript": value["transcript"],
-                    }));
-                }
-            }
-            Some("effect_cancelled") if agent_keys.contains(key) => {
-                let mark = run_dir(data, key).join(INTERRUPTED_FILE);
-                if let Ok(text) = std::fs::read_to_string(&mark)
-                    && let Ok(run) = serde_json::from_str::<Value>(&text)
-                {
-                    runs.push(json!({
-                        "key": key,
-                        "provider": run["provider"],
-                        "end": run["end"],
-                        "session_id": run["session_id"],
-                        "error": "its effect was cancelled while it ran",
-                        "transcript": run["transcript"],
-                    }));
-                }
-            }
-            _ => {}
-        }
-    }
-    runs
-}
-
-/// The file a run stopped from outside leaves in its run directory.
-pub const INTERRUPTED_FILE: &str = "interrupted.json";
 
 /// Marks a run `interrupted` unless it is taken back ([`InterruptedMark::disarm`]): the
 /// run's future was dropped with the run unfinished. It writes, on drop, the run's end
