@@ -119,6 +119,10 @@ pub struct Catalog {
     pub sessions: BTreeMap<String, SessionInfo>,
     /// File keys forgotten on purpose: never ingested again.
     pub forgotten: BTreeSet<String>,
+    /// Size and modification time of Codex's `session_index.jsonl` when its titles were
+    /// last read: unchanged, it is not read again.
+    #[serde(default)]
+    pub session_index: Option<(u64, i64)>,
 }
 
 /// The catalog key of a vendor file: its vendor and the path below the vendor's root, so

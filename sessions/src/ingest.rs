@@ -149,12 +149,25 @@ const SUBAGENT_META_BYTES_MAX: u64 = 64 << 10;
 /// sessions (`side_title`): Codex's `session_index.jsonl` (`{id, thread_name,
 /// updated_at}` lines, a later line for the same id winning) and, for a Claude
 /// subagent's file `agent-<id>.jsonl`, its `agent-<id>.meta.json` (`agentType`,
-/// `description`). True when a title changed.
+/// `description`). True when the catalog changed. The index is read again only once it
+/// changed; a subagent's description, until it is found.
 pub fn side_titles(sources: &Sources, catalog: &mut Catalog) -> bool {
     let mut titles: HashMap<String, String> = HashMap::new();
-    if let Some(home) = &sources.codex
-        && let Some(text) = read_bounded(&home.join("session_index.jsonl"), SESSION_INDEX_BYTES_MAX)
+    let mut changed = false;
+    let index = sources
+        .codex
+        .as_ref()
+        .map(|home| home.join("session_index.jsonl"));
+    let stamp = index
+        .as_ref()
+        .and_then(|path| std::fs::metadata(path).ok())
+        .map(|meta| (meta.len(), mtime_ms(&meta)));
+    if stamp != catalog.session_index
+        && let Some(index) = &index
+        && let Some(text) = read_bounded(index, SESSION_INDEX_BYTES_MAX)
     {
+        catalog.session_index = stamp;
+        changed = true;
         for line in text.lines() {
             let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
@@ -167,7 +180,8 @@ pub fn side_titles(sources: &Sources, catalog: &mut Catalog) -> bool {
         }
     }
     for (id, info) in &catalog.sessions {
-        if info.vendor != Some(Vendor::Claude) || !info.meta.subagent {
+        // A subagent's description is written once, as it starts: read until found.
+        if info.vendor != Some(Vendor::Claude) || !info.meta.subagent || info.side_title.is_some() {
             continue;
         }
         for key in &info.files {
@@ -195,7 +209,6 @@ pub fn side_titles(sources: &Sources, catalog: &mut Catalog) -> bool {
             titles.insert(id.clone(), title);
         }
     }
-    let mut changed = false;
     for (id, title) in titles {
         if let Some(info) = catalog.sessions.get_mut(&id) {
             let title = crate::claude::capped(&title, crate::claude::TITLE_BYTES_MAX);
