@@ -359,6 +359,8 @@ fn tokens_offline_and_usage_errors() {
             vec!["--listen", "127.0.0.1:1"],
             "--listen needs --profile root",
         ),
+        // Without --profile the token names the role: one that is no token says so.
+        (vec!["--token", "nonsense"], "not a palm join token"),
         (vec!["--profile", "moon"], "unknown profile"),
         (
             vec!["--profile", "edge", "--listen", "127.0.0.1:1"],

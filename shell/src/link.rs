@@ -95,16 +95,19 @@ pub fn plan(data: &Path, up: &UpTree<'_>) -> Result<(String, String, Option<Tree
     };
     // No --profile: an enrolled node boots as its record says; a first boot with a join
     // token, as the role the token was issued for (`token create --role`).
+    let from_token = match (up.profile, &record, up.token) {
+        (None, None, Some(token)) => Some(
+            palm_transport::JoinToken::decode(token)
+                .map_err(|e| CliError::usage("invalid_token", e.to_string()))?
+                .role,
+        ),
+        _ => None,
+    };
     let profile = up
         .profile
         .map(str::to_owned)
         .or_else(|| record.as_ref().map(|r| r.role.as_str().to_owned()))
-        .or_else(|| {
-            up.token
-                .filter(|_| up.parent.is_some())
-                .and_then(|token| palm_transport::JoinToken::decode(token).ok())
-                .map(|decoded| decoded.role.as_str().to_owned())
-        })
+        .or_else(|| from_token.map(|role| role.as_str().to_owned()))
         .unwrap_or_else(|| "all-in-one".to_owned());
     let usage = |message: String| CliError::usage("invalid_input", message);
     if profile == "all-in-one" {
