@@ -141,13 +141,7 @@ impl Patches {
         if let Ok(stored) = self.read(&id) {
             return Ok(stored);
         }
-        let diff_path = self.dir.join(format!("{id}.diff"));
-        let fresh = diff_path.with_extension("diff.new");
-        std::fs::write(&fresh, diff)
-            .and_then(|()| std::fs::rename(&fresh, &diff_path))
-            .map_err(|e| {
-                PatchError::failure("io", format!("cannot write {}: {e}", diff_path.display()))
-            })?;
+        write_whole(&self.dir.join(format!("{id}.diff")), diff.as_bytes())?;
         write_meta(&meta_path, &meta)?;
         Ok(meta)
     }
@@ -295,12 +289,17 @@ impl Patches {
 /// description or the new, never half.
 fn write_meta(meta_path: &Path, meta: &Value) -> Result<(), PatchError> {
     let text = serde_json::to_string_pretty(meta).unwrap_or_default();
-    let fresh = meta_path.with_extension("json.new");
-    std::fs::write(&fresh, text)
-        .and_then(|()| std::fs::rename(&fresh, meta_path))
-        .map_err(|e| {
-            PatchError::failure("io", format!("cannot write {}: {e}", meta_path.display()))
-        })
+    write_whole(meta_path, text.as_bytes())
+}
+
+/// Writes `path` whole or not at all: beside it (`NAME.new`), then renamed over it.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), PatchError> {
+    let mut fresh = path.as_os_str().to_owned();
+    fresh.push(".new");
+    let fresh = PathBuf::from(fresh);
+    std::fs::write(&fresh, bytes)
+        .and_then(|()| std::fs::rename(&fresh, path))
+        .map_err(|e| PatchError::failure("io", format!("cannot write {}: {e}", path.display())))
 }
 
 #[cfg(test)]
