@@ -25,13 +25,15 @@
 mod lease;
 mod options;
 mod schema;
+mod tls;
 
 pub use self::lease::Held;
 pub use self::options::{PgOptions, is_postgres_url, redact, with_schema};
 pub use self::schema::latest as schema_version;
+pub use self::tls::SslMode;
 
 use palm_actors::store::{Store, StoreError, Table, Visit, WriteBatch};
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -78,7 +80,20 @@ pub(crate) fn error(location: &str, what: &str, e: postgres::Error) -> StoreErro
     }
     let detail = match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
+        None => {
+            // The driver's own words are generic ("error performing TLS handshake"); the
+            // cause is in its sources ("invalid peer certificate: UnknownIssuer").
+            let mut detail = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                let cause_text = cause.to_string();
+                if !detail.contains(&cause_text) {
+                    detail = format!("{detail}: {cause_text}");
+                }
+                source = cause.source();
+            }
+            detail
+        }
     };
     StoreError::Io(format!("postgres at {location}: cannot {what}: {detail}"))
 }
@@ -169,7 +184,7 @@ impl Connection {
         let location = options.location.as_str();
         let mut client = options
             .config
-            .connect(NoTls)
+            .connect(options.tls.clone())
             .map_err(|e| error(location, "connect", e))?;
         // Acknowledged means durable, on every connection (the lease's too): whatever the
         // server's default, a commit returns only once the WAL is flushed (`on`), or

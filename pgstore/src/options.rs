@@ -5,8 +5,9 @@
 //! database can hold several independent Palm trees (and each test its own). `pool`
 //! (default 4) is the number of connections. `lease_ms` (default 3000) is how long the
 //! writing replica's lease lasts without renewal: a standby takes over that long after
-//! the writer stops renewing. Every other parameter goes to the driver as
-//! libpq would read it (`sslmode`, `connect_timeout`, `application_name`, …).
+//! the writer stops renewing. `sslmode` and `sslrootcert` mean what libpq makes of them
+//! (see `tls.rs`; `prefer` by default). Every other parameter goes to the driver as
+//! libpq would read it (`connect_timeout`, `application_name`, …).
 
 use palm_actors::store::StoreError;
 use std::str::FromStr;
@@ -36,6 +37,10 @@ pub struct PgOptions {
     pub lease: Duration,
     /// `host:port/db`, for logs (never the password).
     pub location: String,
+    /// `sslmode`, as given or `prefer`.
+    pub ssl_mode: crate::tls::SslMode,
+    /// The connector every connection uses.
+    pub tls: crate::tls::MakeTls,
 }
 
 fn invalid(url: &str, detail: impl std::fmt::Display) -> StoreError {
@@ -54,7 +59,7 @@ pub fn redact(url: &str) -> String {
     let mut passed = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=').map_or(pair, |(name, _)| name) {
-            "schema" | "pool" | "lease_ms" => ours.push(pair),
+            "schema" | "pool" | "lease_ms" | "sslmode" | "sslrootcert" => ours.push(pair),
             _ => passed.push(pair),
         }
     }
@@ -123,6 +128,8 @@ impl PgOptions {
         let mut schema = DEFAULT_SCHEMA.to_owned();
         let mut pool = DEFAULT_POOL;
         let mut lease = DEFAULT_LEASE;
+        let mut ssl_mode = crate::tls::SslMode::Prefer;
+        let mut root_cert = None;
         let mut passed = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -150,9 +157,27 @@ impl PgOptions {
                             )
                         })?;
                 }
+                "sslmode" => {
+                    ssl_mode =
+                        crate::tls::SslMode::parse(value).map_err(|detail| invalid(url, detail))?;
+                }
+                "sslrootcert" => {
+                    let path = percent_encoding::percent_decode_str(value)
+                        .decode_utf8()
+                        .map_err(|e| invalid(url, format!("sslrootcert: {e}")))?;
+                    root_cert = Some(path.into_owned());
+                }
+                "sslcert" | "sslkey" | "sslpassword" => {
+                    return Err(invalid(
+                        url,
+                        format!("{name}: client certificates are not supported"),
+                    ));
+                }
                 _ => passed.push(pair),
             }
         }
+        let tls = crate::tls::MakeTls::new(ssl_mode, root_cert.as_deref())
+            .map_err(|detail| invalid(url, detail))?;
         check_identifier(&schema).map_err(|detail| invalid(url, detail))?;
         let driver_url = if passed.is_empty() {
             base.to_owned()
@@ -166,6 +191,7 @@ impl PgOptions {
                 None => invalid(url, e),
             }
         })?;
+        config.ssl_mode(ssl_mode.driver());
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -191,6 +217,8 @@ impl PgOptions {
             pool,
             lease,
             location,
+            ssl_mode,
+            tls,
         })
     }
 }
@@ -268,6 +296,19 @@ mod tests {
             ("postgres://u:pw@h/db?pool=0", "pool must be 1 to 64"),
             ("postgres://u:pw@h/db?pool=many", "pool must be 1 to 64"),
             ("postgres://u:pw@h/db?nonsense=1", "nonsense"),
+            (
+                "postgres://u:pw@h/db?sslmode=on",
+                "sslmode must be disable, prefer",
+            ),
+            (
+                "postgres://u:pw@h/db?sslmode=verify-ca",
+                "needs sslrootcert",
+            ),
+            ("postgres://u:pw@h/db?sslkey=k.pem", "client certificates"),
+            (
+                "postgres://u:pw@h/db?sslmode=verify-ca&sslrootcert=/no/such%20dir/ca.pem",
+                "cannot read sslrootcert /no/such dir/ca.pem",
+            ),
         ] {
             let message = PgOptions::parse(url).expect_err(url).to_string();
             assert!(message.contains(needle), "{url}: {message}");
@@ -312,7 +353,13 @@ mod tests {
         }
         assert_eq!(
             redact("postgresql://u:hunter2@h1:5433,h2:5434/db?sslmode=disable&schema=s"),
-            "postgresql://u:***@h1:5433,h2:5434/db?schema=s"
+            "postgresql://u:***@h1:5433,h2:5434/db?sslmode=disable&schema=s"
+        );
+        // libpq's TLS words that the driver does not know are shown, not lost to a
+        // "does not parse".
+        assert_eq!(
+            redact("postgres://u:pw@h/db?sslmode=verify-full&sslrootcert=/etc/ca.pem"),
+            "postgres://u:***@h:5432/db?sslmode=verify-full&sslrootcert=/etc/ca.pem"
         );
     }
 }

@@ -456,3 +456,96 @@ fn a_reader_neither_creates_nor_migrates_a_schema() {
     drop(PgStore::open(&url, "writer").expect("a writer creates it"));
     PgStore::open_read_only(&url).expect("then a reader opens it");
 }
+
+/// Whether each connection of the store whose URL names `application_name=app` speaks
+/// TLS, as the server sees them.
+fn tls_of(sql: &mut postgres::Client, app: &str) -> Vec<bool> {
+    sql.query(
+        "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = $1",
+        &[&app],
+    )
+    .expect("pg_stat_ssl")
+    .iter()
+    .map(|row| row.get(0))
+    .collect()
+}
+
+#[test]
+fn connections_speak_tls_as_sslmode_says_and_check_what_it_says() {
+    let Some(base) = server() else { return };
+    let schemas = Schemas::new(base.clone());
+    let mut sql = schemas.sql();
+    let ssl: String = sql.query_one("SHOW ssl", &[]).expect("ssl").get(0);
+    assert_eq!(
+        ssl, "on",
+        "the test server serves no TLS (.ci/postgres starts it with ssl=on)"
+    );
+    let data: String = sql
+        .query_one("SHOW data_directory", &[])
+        .expect("data_directory")
+        .get(0);
+    let ca = format!("{data}/root.crt");
+    let cases = [
+        ("", true),
+        ("&sslmode=disable", false),
+        ("&sslmode=prefer", true),
+        ("&sslmode=require", true),
+        (&*format!("&sslmode=verify-ca&sslrootcert={ca}"), true),
+        (&*format!("&sslmode=verify-full&sslrootcert={ca}"), true),
+    ];
+    for (i, (extra, tls)) in cases.into_iter().enumerate() {
+        let app = format!("palm_tls_{}_{i}", std::process::id());
+        let url = schemas.fresh(&format!("{extra}&application_name={app}&pool=2"));
+        let store = PgStore::open(&url, "test").expect(extra);
+        let mut batch = WriteBatch::new();
+        batch.put(Table::Jobs, b"j".to_vec(), b"over the wire".to_vec());
+        store.commit(&batch).expect("commit");
+        assert_eq!(
+            store.get(Table::Jobs, b"j").expect("get").as_deref(),
+            Some(&b"over the wire"[..])
+        );
+        let seen = tls_of(&mut sql, &app);
+        assert!(
+            seen.len() >= 2,
+            "{extra}: the store's connections: {seen:?}"
+        );
+        assert!(seen.iter().all(|&s| s == tls), "{extra}: TLS {seen:?}");
+    }
+    // Authorities that did not sign the server's certificate: refused, saying why.
+    let err = PgStore::open(
+        &schemas.fresh("&sslmode=verify-full&sslrootcert=system"),
+        "test",
+    )
+    .expect_err("an unknown authority is refused");
+    assert!(err.to_string().contains("certificate"), "{err}");
+    // A name the certificate is not for (the address is the server's, the name another):
+    // verify-full refuses it, verify-ca does not look at names.
+    let other = base.replacen("@127.0.0.1:", "@palm-not-this-host:", 1);
+    assert_ne!(other, base, "the test server's URL names 127.0.0.1");
+    let other = Schemas::new(format!(
+        "{other}{}hostaddr=127.0.0.1",
+        if other.contains('?') { '&' } else { '?' }
+    ));
+    let err = PgStore::open(
+        &other.fresh(&format!("&sslmode=verify-full&sslrootcert={ca}")),
+        "test",
+    )
+    .expect_err("a certificate for another name is refused");
+    assert!(err.to_string().contains("certificate"), "{err}");
+    PgStore::open(
+        &other.fresh(&format!("&sslmode=verify-ca&sslrootcert={ca}")),
+        "test",
+    )
+    .expect("verify-ca takes the certificate whatever its name");
+    // What cannot work is said when the URL is read, before any connection.
+    for (extra, needle) in [
+        ("&sslmode=verify-full", "needs sslrootcert"),
+        ("&sslmode=allow", "not supported"),
+        ("&sslrootcert=/no/such/root.crt", "cannot read sslrootcert"),
+        ("&sslcert=/x.crt", "client certificates are not supported"),
+    ] {
+        let err = PgStore::open(&schemas.fresh(extra), "test").expect_err(extra);
+        assert!(err.to_string().contains(needle), "{extra}: {err}");
+    }
+}
