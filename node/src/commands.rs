@@ -480,6 +480,18 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let config = crate::config::load(&ctx.data, args.config.as_deref())?;
+    // The webhooks' secrets, read before anything boots: a node told to sign-check a
+    // webhook must not serve it unchecked because its secret went missing.
+    let mut webhooks = std::collections::HashMap::new();
+    if args.http.is_some() {
+        for (name, secret) in &config.webhooks {
+            let bytes = secret.read().map_err(|why| {
+                CliError::usage("config", format!("webhook `{name}`: {why}"))
+                    .with_hint("`webhooks:` in palm.yaml names where each secret is kept")
+            })?;
+            webhooks.insert(name.clone(), bytes);
+        }
+    }
     let mut settings = NodeSettings::default();
     if let Some(seats) = args.seats.or(config.seats) {
         if seats == 0 {
@@ -551,16 +563,18 @@ async fn up(ctx: &Ctx, args: UpArgs) -> CliResult {
     }
     let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = match &args.http {
-        Some(address) => match crate::web::start(node.genome(), address, http_stopped).await {
-            Ok(task) => Some(task),
-            Err(err) => {
-                if let Some(tree) = &tree {
-                    tree.shutdown().await;
+        Some(address) => {
+            match crate::web::start(node.genome(), address, http_stopped, webhooks).await {
+                Ok(task) => Some(task),
+                Err(err) => {
+                    if let Some(tree) = &tree {
+                        tree.shutdown().await;
+                    }
+                    node.shutdown(Duration::ZERO).await;
+                    return Err(err);
                 }
-                node.shutdown(Duration::ZERO).await;
-                return Err(err);
             }
-        },
+        }
         None => None,
     };
     eprintln!(

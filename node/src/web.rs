@@ -6,6 +6,7 @@
 use crate::exit::CliError;
 use palm_api::protocol::Request;
 use palm_node::genome::Genome;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,6 +16,8 @@ pub const HTTP_DEFAULT: &str = "127.0.0.1:7470";
 /// The node, as palm-web sees it.
 pub struct NodeBackend {
     genome: Arc<Genome>,
+    /// The signed webhooks' secrets, by name (`webhooks:` in palm.yaml).
+    webhooks: HashMap<String, Vec<u8>>,
 }
 
 impl palm_web::Backend for NodeBackend {
@@ -28,6 +31,10 @@ impl palm_web::Backend for NodeBackend {
 
     fn data_dir(&self) -> &std::path::Path {
         &self.genome.info.data
+    }
+
+    fn webhook_secret(&self, name: &str) -> Option<&[u8]> {
+        self.webhooks.get(name).map(Vec::as_slice)
     }
 }
 
@@ -55,6 +62,7 @@ pub async fn start(
     genome: &Arc<Genome>,
     text: &str,
     stop: tokio::sync::oneshot::Receiver<()>,
+    webhooks: HashMap<String, Vec<u8>>,
 ) -> Result<tokio::task::JoinHandle<()>, CliError> {
     let address = address(text)?;
     let listener = tokio::net::TcpListener::bind(address)
@@ -70,6 +78,7 @@ pub async fn start(
     eprintln!("palm: REST API and Explorer on http://{bound}/ ({scope})");
     let backend: Arc<dyn palm_web::Backend> = Arc::new(NodeBackend {
         genome: Arc::clone(genome),
+        webhooks,
     });
     Ok(tokio::spawn(async move {
         let stopped = async {

@@ -8,7 +8,9 @@
 //! `NAME: {command: [PROGRAM, ARG..] | url: URL, schema, timeout, env, cwd, headers,
 //! description}`) and `retention` (how long ended jobs are kept:
 //! `retention: 7d` for their journals, or `retention: {journal: 7d, summary: 90d}`, where
-//! `summary` may be `forever`).
+//! `summary` may be `forever`) and `webhooks` (`NAME: {secret_env: VAR}` or
+//! `{secret_file: FILE}`: the secret whose HMAC-SHA256 signature lets a sender post to
+//! `/v1/webhooks/NAME` without an API token).
 
 use crate::exit::CliError;
 use palm_actors::definition::yaml::{self, Value};
@@ -35,6 +37,124 @@ pub struct NodeConfig {
     pub retention: Option<palm_actors::path::retention::Retention>,
     /// The session memory's tailing (`sessions:`).
     pub sessions: Option<SessionsConfig>,
+    /// Webhooks whose senders sign their posts (`webhooks:`), by name.
+    pub webhooks: Vec<(String, WebhookSecret)>,
+}
+
+/// Where a webhook's secret is kept: never in `palm.yaml` itself, which is read by
+/// anyone who may read the node's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WebhookSecret {
+    /// An environment variable of `palm up`.
+    Env(String),
+    /// A file, its content less one trailing newline.
+    File(PathBuf),
+}
+
+impl WebhookSecret {
+    /// The secret's bytes; the error says where it should have been.
+    pub fn read(&self) -> Result<Vec<u8>, String> {
+        let secret = match self {
+            WebhookSecret::Env(var) => std::env::var_os(var)
+                .map(|v| v.into_encoded_bytes())
+                .ok_or_else(|| format!("secret_env `{var}` is not set"))?,
+            WebhookSecret::File(path) => {
+                let mut bytes = std::fs::read(path)
+                    .map_err(|e| format!("cannot read secret_file {}: {e}", path.display()))?;
+                if bytes.ends_with(b"\n") {
+                    bytes.pop();
+                    if bytes.ends_with(b"\r") {
+                        bytes.pop();
+                    }
+                }
+                bytes
+            }
+        };
+        if secret.is_empty() {
+            return Err(match self {
+                WebhookSecret::Env(var) => format!("secret_env `{var}` is empty"),
+                WebhookSecret::File(path) => format!("secret_file {} is empty", path.display()),
+            });
+        }
+        Ok(secret)
+    }
+}
+
+/// `webhooks: {NAME: {secret_env: VAR} | {secret_file: FILE}}`.
+fn webhooks(
+    value: &palm_actors::definition::yaml::Spanned,
+) -> Result<Vec<(String, WebhookSecret)>, (palm_actors::definition::Span, String)> {
+    let Value::Map(hooks) = &value.value else {
+        return Err((
+            value.span,
+            "`webhooks` must be a mapping like `{push: {secret_env: GITHUB_WEBHOOK_SECRET}}`"
+                .into(),
+        ));
+    };
+    let mut out = Vec::new();
+    for (name, settings) in hooks {
+        let hook = name.as_str().unwrap_or_default();
+        let Value::Map(fields) = &settings.value else {
+            return Err((
+                settings.span,
+                format!(
+                    "`webhooks.{hook}` must be `{{secret_env: VAR}}` or `{{secret_file: FILE}}`"
+                ),
+            ));
+        };
+        let mut secret = None;
+        for (field, setting) in fields {
+            let text = setting.as_str().filter(|t| !t.is_empty());
+            let found = match field.as_str().unwrap_or_default() {
+                "secret_env" => WebhookSecret::Env(
+                    text.ok_or_else(|| {
+                        (
+                            setting.span,
+                            format!("`webhooks.{hook}.secret_env` names a variable"),
+                        )
+                    })?
+                    .to_owned(),
+                ),
+                "secret_file" => WebhookSecret::File(PathBuf::from(text.ok_or_else(|| {
+                    (
+                        setting.span,
+                        format!("`webhooks.{hook}.secret_file` names a file"),
+                    )
+                })?)),
+                "secret" => {
+                    return Err((
+                        field.span,
+                        format!(
+                            "`webhooks.{hook}.secret`: keep the secret out of palm.yaml; \
+                             name it with `secret_env: VAR` or `secret_file: FILE`"
+                        ),
+                    ));
+                }
+                other => {
+                    return Err((
+                        field.span,
+                        format!(
+                            "unknown key `webhooks.{hook}.{other}`; known: secret_env, secret_file"
+                        ),
+                    ));
+                }
+            };
+            if secret.replace(found).is_some() {
+                return Err((
+                    field.span,
+                    format!("`webhooks.{hook}` takes one of secret_env and secret_file"),
+                ));
+            }
+        }
+        let secret = secret.ok_or_else(|| {
+            (
+                settings.span,
+                format!("`webhooks.{hook}` needs `secret_env: VAR` or `secret_file: FILE`"),
+            )
+        })?;
+        out.push((hook.to_owned(), secret));
+    }
+    Ok(out)
 }
 
 /// `sessions: {tail: DURATION, claude_dir: DIR, codex_dir: DIR}`: a node that keeps the
@@ -626,6 +746,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 config.retention = Some(retention(value).map_err(|(span, m)| at(span, m))?)
             }
             "sessions" => config.sessions = Some(sessions(value).map_err(|(span, m)| at(span, m))?),
+            "webhooks" => config.webhooks = webhooks(value).map_err(|(span, m)| at(span, m))?,
             "lease_ms" => match value.value {
                 Value::Int(n) if n >= 500 => config.lease_ms = Some(n as u64),
                 _ => return Err(at(value.span, "`lease_ms` must be an integer ≥ 500".into())),
@@ -708,7 +829,7 @@ fn parse(text: &str, origin: &str) -> Result<NodeConfig, CliError> {
                 return Err(at(
                     key.span,
                     format!(
-                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention, sessions"
+                        "unknown key `{other}`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention, sessions, webhooks"
                     ),
                 ));
             }
@@ -744,6 +865,61 @@ mod tests {
     use super::*;
 
     #[test]
+    fn webhooks_name_where_their_secrets_are_kept_never_the_secrets() {
+        let config = parse(
+            "webhooks:\n  push: {secret_env: HOOK_SECRET}\n  deploy:\n    secret_file: /etc/palm/deploy.secret\n",
+            "palm.yaml",
+        )
+        .expect("ok");
+        assert_eq!(
+            config.webhooks,
+            vec![
+                ("push".to_owned(), WebhookSecret::Env("HOOK_SECRET".into())),
+                (
+                    "deploy".to_owned(),
+                    WebhookSecret::File("/etc/palm/deploy.secret".into())
+                ),
+            ]
+        );
+        for (text, expected) in [
+            (
+                "webhooks:\n  push: {secret: hunter2}\n",
+                "palm.yaml:2:10: `webhooks.push.secret`: keep the secret out of palm.yaml",
+            ),
+            (
+                "webhooks:\n  push: {secret_env: A, secret_file: /b}\n",
+                "takes one of secret_env and secret_file",
+            ),
+            ("webhooks:\n  push: {}\n", "needs `secret_env: VAR`"),
+            (
+                "webhooks:\n  push: {signing: x}\n",
+                "unknown key `webhooks.push.signing`",
+            ),
+            ("webhooks: [push]\n", "must be a mapping"),
+        ] {
+            let err = parse(text, "palm.yaml").expect_err(text);
+            assert!(err.message.contains(expected), "{text}: {}", err.message);
+            assert!(!err.message.contains("hunter2"), "{}", err.message);
+        }
+        // A file's secret loses one trailing newline (as `echo` leaves it); an empty or
+        // missing one says where it should have been.
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("s");
+        std::fs::write(&file, "sesame\n").expect("write");
+        assert_eq!(
+            WebhookSecret::File(file.clone()).read().expect("read"),
+            b"sesame"
+        );
+        std::fs::write(&file, "\n").expect("write");
+        let err = WebhookSecret::File(file).read().expect_err("empty");
+        assert!(err.contains("is empty"), "{err}");
+        let err = WebhookSecret::Env("PALM_NO_SUCH_SECRET_VAR".into())
+            .read()
+            .expect_err("unset");
+        assert_eq!(err, "secret_env `PALM_NO_SUCH_SECRET_VAR` is not set");
+    }
+
+    #[test]
     fn sessions_tailing_is_read_and_checked() {
         let config = parse("sessions: {tail: 60s, claude_dir: /c}\n", "palm.yaml").expect("ok");
         let sessions = config.sessions.expect("sessions");
@@ -774,7 +950,7 @@ mod tests {
         let err = parse("name: box\nseets: 3\n", "palm.yaml").unwrap_err();
         assert_eq!(
             err.message,
-            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention, sessions"
+            "palm.yaml:2:1: unknown key `seets`; known: name, seats, capabilities, places, link, providers, agents, repos, lease_ms, retention, sessions, webhooks"
         );
         assert!(parse("seats: 0\n", "palm.yaml").is_err());
         let config = parse(

@@ -13,7 +13,8 @@
 //! - [`explorer`]: the Explorer's pages (inbox, jobs, a job, places, tree), live over SSE;
 //! - [`wizard`]: a wizard's pages, one per step, then its summary;
 //! - [`auth`]: loopback is trusted; from anywhere else a bearer token (`palm token create
-//!   --role api`) is required for every route, checked by the backend.
+//!   --role api`) is required for every route, checked by the backend — or, for a
+//!   webhook the node keeps a secret for, the body's signature.
 
 pub mod auth;
 pub mod explorer;
@@ -41,6 +42,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The node's data directory: patches, worktrees and artifacts live under it.
     fn data_dir(&self) -> &std::path::Path;
+
+    /// The secret whose HMAC-SHA256 signature (`X-Hub-Signature-256`) lets a sender post
+    /// to `/v1/webhooks/NAME` without an API token, if the node keeps one for `name`.
+    fn webhook_secret(&self, name: &str) -> Option<&[u8]> {
+        let _ = name;
+        None
+    }
 }
 
 /// The whole web surface: the REST API and the Explorer, behind the token check.

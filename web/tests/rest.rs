@@ -447,3 +447,110 @@ async fn a_webhook_starts_its_flows_with_the_body_as_sent() {
     assert_eq!(done["state"]["ref"], "refs/heads/main");
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
+
+/// A signed webhook: a service that signs its posts (GitHub's `X-Hub-Signature-256`) needs
+/// no API token from beyond loopback when the signature is the body's HMAC under the
+/// webhook's secret; a wrong signature is refused from anywhere, and a post without one
+/// falls under the usual rule (loopback, or a bearer token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
+    use common::{SIGNED_WEBHOOK, WEBHOOK_SECRET, raw_from};
+    let w = world().await;
+    let flow = format!(
+        "name: on-signed\non: {{ webhook: {SIGNED_WEBHOOK} }}\ntree:\n  set: {{ n: \"{{{{ input.event.data.n }}}}\" }}\n"
+    );
+    let (status, _, added) = send(
+        &w.app,
+        LOOPBACK,
+        "POST",
+        "/v1/flows",
+        Some(json!({"source": flow, "origin": "on-signed.yaml"})),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{added}");
+    let path = format!("/v1/webhooks/{SIGNED_WEBHOOK}");
+    let body = r#"{"n": 1}"#;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, WEBHOOK_SECRET);
+    let tag = ring::hmac::sign(&key, body.as_bytes());
+    let good: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let good = format!("sha256={good}");
+    let json = ("content-type", "application/json");
+    // From beyond loopback, signed: in, and the flow starts with the body as its data.
+    let (status, _, text) = raw_from(
+        &w.app,
+        REMOTE,
+        "POST",
+        &path,
+        &[json, ("x-hub-signature-256", &good)],
+        body,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains(r#""matched":1"#), "{text}");
+    // The same body signed with another secret, or another body under this signature:
+    // refused, from beyond loopback and from loopback alike.
+    let other = ring::hmac::sign(
+        &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"not the secret"),
+        body.as_bytes(),
+    );
+    let other: String = other.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    for (peer, signature, sent) in [
+        (REMOTE, format!("sha256={other}"), body),
+        (LOOPBACK, format!("sha256={other}"), body),
+        (REMOTE, good.clone(), r#"{"n": 2}"#),
+        (REMOTE, "sha1=abc".to_owned(), body),
+    ] {
+        let (status, _, text) = raw_from(
+            &w.app,
+            peer,
+            "POST",
+            &path,
+            &[json, ("x-hub-signature-256", &signature)],
+            sent,
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{peer} {signature}: {text}"
+        );
+        assert!(text.contains("X-Hub-Signature-256"), "{text}");
+    }
+    // No signature: the usual rule, a token from beyond loopback.
+    let (status, _, _) = raw_from(&w.app, REMOTE, "POST", &path, &[json], body).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, text) = raw_from(&w.app, LOOPBACK, "POST", &path, &[json], body).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    // A webhook the node keeps no secret for is not opened by a signature.
+    let (status, _, _) = raw_from(
+        &w.app,
+        REMOTE,
+        "POST",
+        "/v1/webhooks/push",
+        &[json, ("x-hub-signature-256", &good)],
+        body,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Only the signed posts that were let in started the flow: two jobs.
+    let mut count = 0;
+    for _ in 0..100 {
+        let (_, _, jobs) = send(
+            &w.app,
+            LOOPBACK,
+            "GET",
+            "/v1/jobs?flow=on-signed",
+            None,
+            None,
+        )
+        .await;
+        count = jobs["jobs"].as_array().map_or(0, Vec::len);
+        if count >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(count, 2);
+    w.node.shutdown(std::time::Duration::ZERO).await;
+}

@@ -19,6 +19,10 @@ pub struct Backend {
     genome: Arc<Genome>,
 }
 
+/// The one webhook the test node keeps a secret for, and the secret.
+pub const SIGNED_WEBHOOK: &str = "signed";
+pub const WEBHOOK_SECRET: &[u8] = b"It's a Secret to Everybody";
+
 impl palm_web::Backend for Backend {
     fn call(&self, request: ControlRequest) -> palm_web::Answer<'_> {
         Box::pin(palm_node::control::dispatch(&self.genome, request))
@@ -30,6 +34,10 @@ impl palm_web::Backend for Backend {
 
     fn data_dir(&self) -> &std::path::Path {
         &self.genome.info.data
+    }
+
+    fn webhook_secret(&self, name: &str) -> Option<&[u8]> {
+        (name == SIGNED_WEBHOOK).then_some(WEBHOOK_SECRET)
     }
 }
 
@@ -107,12 +115,24 @@ pub async fn raw(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (StatusCode, axum::http::HeaderMap, String) {
+    raw_from(app, LOOPBACK, method, path, headers, body).await
+}
+
+/// [`raw`] from the peer `peer`.
+pub async fn raw_from(
+    app: &axum::Router,
+    peer: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, axum::http::HeaderMap, String) {
     let mut builder = Request::builder().method(method).uri(path);
     for (name, value) in headers {
         builder = builder.header(*name, *value);
     }
     let mut request = builder.body(Body::from(body.to_owned())).expect("request");
-    let peer: SocketAddr = LOOPBACK.parse().expect("peer");
+    let peer: SocketAddr = peer.parse().expect("peer");
     request.extensions_mut().insert(ConnectInfo(peer));
     let response = app.clone().oneshot(request).await.expect("answer");
     let status = response.status();
