@@ -88,15 +88,11 @@ impl SslMode {
 #[derive(Clone)]
 pub struct MakeTls {
     config: Arc<ClientConfig>,
-    /// What the certificate is held to, for messages.
-    pub checks: &'static str,
 }
 
 impl std::fmt::Debug for MakeTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MakeTls")
-            .field("checks", &self.checks)
-            .finish()
+        f.debug_struct("MakeTls").finish_non_exhaustive()
     }
 }
 
@@ -134,7 +130,7 @@ impl MakeTls {
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;
         let verify_name = mode == SslMode::VerifyFull;
-        let (verifier, checks): (Arc<dyn ServerCertVerifier>, &'static str) = match root_cert {
+        let verifier: Arc<dyn ServerCertVerifier> = match root_cert {
             Some(root_cert) => {
                 let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
                     Arc::new(roots(root_cert)?),
@@ -143,9 +139,9 @@ impl MakeTls {
                 .build()
                 .map_err(|e| format!("sslrootcert {root_cert}: {e}"))?;
                 if verify_name {
-                    (webpki, "signed by sslrootcert, for the host")
+                    webpki
                 } else {
-                    (Arc::new(AnyName { inner: webpki }), "signed by sslrootcert")
+                    Arc::new(AnyName { inner: webpki })
                 }
             }
             None if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) => {
@@ -159,12 +155,9 @@ impl MakeTls {
                     }
                 ));
             }
-            None => (
-                Arc::new(Unchecked {
-                    algorithms: provider.signature_verification_algorithms,
-                }),
-                "not checked",
-            ),
+            None => Arc::new(Unchecked {
+                algorithms: provider.signature_verification_algorithms,
+            }),
         };
         let config = builder
             .dangerous()
@@ -172,7 +165,6 @@ impl MakeTls {
             .with_no_client_auth();
         Ok(MakeTls {
             config: Arc::new(config),
-            checks,
         })
     }
 }
@@ -374,16 +366,8 @@ mod tests {
             let err = MakeTls::new(mode, None).unwrap_err();
             assert!(err.contains("needs sslrootcert"), "{err}");
         }
-        assert_eq!(
-            MakeTls::new(SslMode::Require, None).unwrap().checks,
-            "not checked"
-        );
-        assert_eq!(
-            MakeTls::new(SslMode::VerifyFull, Some("system"))
-                .unwrap()
-                .checks,
-            "signed by sslrootcert, for the host"
-        );
+        assert!(MakeTls::new(SslMode::Require, None).is_ok());
+        assert!(MakeTls::new(SslMode::VerifyFull, Some("system")).is_ok());
         let err = MakeTls::new(SslMode::VerifyCa, Some("/no/such/ca.pem")).unwrap_err();
         assert!(
             err.contains("cannot read sslrootcert /no/such/ca.pem"),

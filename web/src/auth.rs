@@ -63,7 +63,7 @@ pub fn signature_ok(secret: &[u8], body: &[u8], signature: &str) -> bool {
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    if !hex.len().is_multiple_of(2) {
+    if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..hex.len())
@@ -172,6 +172,7 @@ mod tests {
             "sha1=757107ea",
             &good[..good.len() - 1],
             "sha256=zz",
+            "sha256=+57107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
         ] {
             assert!(!signature_ok(secret, b"Hello, World!", bad), "{bad}");
         }
