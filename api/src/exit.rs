@@ -87,6 +87,9 @@ pub struct CliError {
     pub message: String,
     /// What to do about it, when we know.
     pub hint: Option<String>,
+    /// The job the failure is about, when there is one the person can go on with (a
+    /// wizard's job stopped at a step): `error.job` in `--json`.
+    pub job: Option<String>,
 }
 
 impl CliError {
@@ -97,6 +100,7 @@ impl CliError {
             kind: kind.to_owned(),
             message: message.into(),
             hint: None,
+            job: None,
         }
     }
 
@@ -107,12 +111,19 @@ impl CliError {
             kind: kind.to_owned(),
             message: message.into(),
             hint: None,
+            job: None,
         }
     }
 
     /// Adds a hint.
     pub fn with_hint(mut self, hint: impl Into<String>) -> CliError {
         self.hint = Some(hint.into());
+        self
+    }
+
+    /// Names the job the failure is about.
+    pub fn with_job(mut self, job: impl Into<String>) -> CliError {
+        self.job = Some(job.into());
         self
     }
 }

@@ -117,6 +117,7 @@ pub fn into_result(response: Response) -> Result<Value, CliError> {
         kind: error.kind,
         message: error.message,
         hint: error.hint,
+        job: None,
     })
 }
 

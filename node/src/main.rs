@@ -97,7 +97,7 @@ fn init_logging(command: &cli::Command) {
 
 fn report(err: &CliError, json: bool) {
     if json {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "error": {
                 "kind": err.kind,
                 "message": err.message,
@@ -105,6 +105,9 @@ fn report(err: &CliError, json: bool) {
                 "exit_code": err.code as u8,
             }
         });
+        if let Some(job) = &err.job {
+            body["error"]["job"] = serde_json::json!(job);
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&body).unwrap_or_default()

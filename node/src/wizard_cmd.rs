@@ -305,7 +305,8 @@ async fn drive(
                     "invalid_input",
                     format!("step `{}`: {reason}", step.id()),
                 )
-                .with_hint(format!("`palm wizard resume {job}` goes on at this step")));
+                .with_hint(format!("`palm wizard resume {job}` goes on at this step"))
+                .with_job(job));
             }
             eprintln!("palm: {reason}");
             None
@@ -378,10 +379,12 @@ fn missing(step: &Step, job: &str, sets: &Sets) -> CliError {
     if !needed.is_empty() {
         message.push_str(&format!("; still missing: {}", needed.join(" ")));
     }
-    CliError::usage("missing_answer", message).with_hint(format!(
-        "answer with --set (and --yes to take the proposals), e.g. `palm wizard resume {job} {} --yes`",
-        needed.first().map_or("", |first| bare_flags(first))
-    ))
+    CliError::usage("missing_answer", message)
+        .with_hint(format!(
+            "answer with --set (and --yes to take the proposals), e.g. `palm wizard resume {job} {} --yes`",
+            needed.first().map_or("", |first| bare_flags(first))
+        ))
+        .with_job(job)
 }
 
 /// The flags that answer `step`: one per field when its answer (or a collection's item)

@@ -246,6 +246,17 @@ fn without_a_terminal_flags_answer_every_step_and_a_crash_between_steps_loses_no
         "{}",
         missing.stderr
     );
+    // With --json, the error names the job to go on with, as the hint does.
+    let missing = palm(data.path(), &["wizard", "start", &flow, "--json"]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    let error = missing.json()["error"].clone();
+    assert_eq!(error["kind"], "missing_answer", "{error}");
+    let job = error["job"].as_str().expect("error.job").to_owned();
+    assert!(
+        error["hint"].as_str().unwrap_or_default().contains(&job),
+        "{error}"
+    );
+    assert_eq!(status(data.path(), &job)["status"], "waiting");
     // Two answers given, the third step missing: both are kept.
     let partial = palm(
         data.path(),
