@@ -9,7 +9,9 @@
 //! `palm.yaml`), a post carrying `X-Hub-Signature-256: sha256=HEX` — the HMAC-SHA256 of
 //! the body under that secret, as GitHub, Gitea and Forgejo send it — is let in from
 //! anywhere when the signature matches, and refused (401) from anywhere when it does not.
-//! A post without the header falls under the rule above.
+//! GitLab sends the secret itself instead (`X-Gitlab-Token: SECRET`), taken the same
+//! way and compared in constant time. A post with neither header falls under the rule
+//! above.
 
 use crate::Backend;
 use crate::problem::Problem;
@@ -37,6 +39,9 @@ pub fn bearer(request: &Request) -> Option<&str> {
 /// The signature header a webhook's sender sets.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
+/// The header GitLab carries a webhook's secret in.
+pub const GITLAB_TOKEN_HEADER: &str = "x-gitlab-token";
+
 /// The most a signed webhook's body may hold (axum's default body limit).
 const WEBHOOK_BODY_MAX: usize = 2 * 1024 * 1024;
 
@@ -62,6 +67,13 @@ pub fn signature_ok(secret: &[u8], body: &[u8], signature: &str) -> bool {
     ring::hmac::verify(&key, body, &tag).is_ok()
 }
 
+/// True when `token` is `secret`, compared in constant time (as the HMACs of both under
+/// the secret, which `ring` compares so).
+pub fn token_ok(secret: &[u8], token: &[u8]) -> bool {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    ring::hmac::verify(&key, token, ring::hmac::sign(&key, secret).as_ref()).is_ok()
+}
+
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
     if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -72,14 +84,23 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// A signed webhook: its body read (bounded) and checked against the name's secret;
-/// `Err` is the answer to give instead.
+/// A signed webhook: its GitLab token checked against the name's secret, or else its body
+/// read (bounded) and its signature checked; `Err` is the answer to give instead.
 async fn signed(secret: &[u8], request: Request) -> Result<Request, Response> {
     let unauthorized = |detail: &str| {
         Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", detail.to_owned())
             .hint("the secret is the one `webhooks:` in the node's palm.yaml names")
             .into_response()
     };
+    if let Some(token) = request.headers().get(GITLAB_TOKEN_HEADER) {
+        return if token_ok(secret, token.as_bytes()) {
+            Ok(request)
+        } else {
+            Err(unauthorized(
+                "the X-Gitlab-Token is not this webhook's secret",
+            ))
+        };
+    }
     let Some(signature) = request
         .headers()
         .get(SIGNATURE_HEADER)
@@ -115,7 +136,8 @@ pub async fn require(
     next: Next,
 ) -> Response {
     if let Some(secret) = webhook_name(&request).and_then(|name| backend.webhook_secret(name))
-        && request.headers().contains_key(SIGNATURE_HEADER)
+        && (request.headers().contains_key(SIGNATURE_HEADER)
+            || request.headers().contains_key(GITLAB_TOKEN_HEADER))
     {
         let secret = secret.to_vec();
         return match signed(&secret, request).await {
@@ -175,6 +197,14 @@ mod tests {
             "sha256=+57107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
         ] {
             assert!(!signature_ok(secret, b"Hello, World!", bad), "{bad}");
+        }
+        assert!(token_ok(secret, secret));
+        for bad in [
+            &b""[..],
+            b"It's a Secret to Everybod",
+            b"It's a Secret to Everybody!",
+        ] {
+            assert!(!token_ok(secret, bad));
         }
     }
 }
