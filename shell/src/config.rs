@@ -9,8 +9,9 @@
 //! description}`) and `retention` (how long ended jobs are kept:
 //! `retention: 7d` for their journals, or `retention: {journal: 7d, summary: 90d}`, where
 //! `summary` may be `forever`) and `webhooks` (`NAME: {secret_env: VAR}` or
-//! `{secret_file: FILE}`: the secret whose HMAC-SHA256 signature lets a sender post to
-//! `/v1/webhooks/NAME` without an API token).
+//! `{secret_file: FILE}`: the secret with which a sender signs its posts to
+//! `/v1/webhooks/NAME`, or which it carries, instead of an API token; see palm-web's
+//! `auth`).
 
 use crate::exit::CliError;
 use palm_actors::definition::yaml::{self, Value};
