@@ -30,7 +30,6 @@ mod tls;
 pub use self::lease::Held;
 pub use self::options::{PgOptions, is_postgres_url, redact, with_schema};
 pub use self::schema::latest as schema_version;
-pub use self::tls::SslMode;
 
 use palm_actors::store::{Store, StoreError, Table, Visit, WriteBatch};
 use postgres::{Client, Statement};

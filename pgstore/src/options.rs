@@ -37,8 +37,6 @@ pub struct PgOptions {
     pub lease: Duration,
     /// `host:port/db`, for logs (never the password).
     pub location: String,
-    /// `sslmode`, as given or `prefer`.
-    pub ssl_mode: crate::tls::SslMode,
     /// The connector every connection uses.
     pub tls: crate::tls::MakeTls,
 }
@@ -217,7 +215,6 @@ impl PgOptions {
             pool,
             lease,
             location,
-            ssl_mode,
             tls,
         })
     }
