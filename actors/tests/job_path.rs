@@ -949,17 +949,23 @@ fn ended_jobs_are_compacted_then_forgotten_in_bounded_steps() {
             host.commit();
             steps += 1;
             total.add(&step);
+            // `add` keeps counts only; the released jobs are gathered here.
+            total.released.extend(step.released);
             cursor = step.cursor;
             if cursor.is_none() {
                 break;
             }
         }
+        total.released.sort();
         (total, steps)
     };
+    let mut ended_sorted = ended.clone();
+    ended_sorted.sort();
 
     // Too early: nothing goes.
     let (early, _) = walk(&mut host, t0 + 500);
     assert_eq!((early.compacted, early.forgotten), (0, 0));
+    assert!(early.released.is_empty());
 
     // After the journal's retention: journals go, summaries stay, the parked job is
     // untouched; two jobs per step means several steps.
@@ -968,6 +974,7 @@ fn ended_jobs_are_compacted_then_forgotten_in_bounded_steps() {
     assert_eq!(compacted.forgotten, 0);
     assert!(compacted.events_removed >= 3 * 4, "{compacted:?}");
     assert!(steps >= 3, "bounded steps: {steps}");
+    assert_eq!(compacted.released, ended_sorted, "each compacted job, once");
     for job in &ended {
         let view = host.view(job);
         assert!(view.compacted, "{job} compacted");
@@ -983,12 +990,17 @@ fn ended_jobs_are_compacted_then_forgotten_in_bounded_steps() {
     // Compacting again removes nothing more, and what is compacted survives a restart.
     let (again, _) = walk(&mut host, t0 + 3_000);
     assert_eq!((again.compacted, again.events_removed), (0, 0));
+    assert!(again.released.is_empty(), "{:?}", again.released);
     let mut host = host.restart();
     assert!(host.view(&ended[1]).compacted);
 
     // After the summary's retention: forgotten, with the start key that named one.
     let (forgotten, _) = walk(&mut host, t0 + 20_000);
     assert_eq!(forgotten.forgotten, 3);
+    assert_eq!(
+        forgotten.released, ended_sorted,
+        "forgotten, released again"
+    );
     for job in &ended {
         assert!(host.path.record(&*host.store, job).expect("read").is_none());
     }

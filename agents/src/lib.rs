@@ -23,6 +23,7 @@
 //! Parsers and argument builders are pure; [`git`] runs `git`. Running the process, its
 //! lease and its process group are the node's business (`palm-node`'s `agent` provider).
 
+pub mod artifacts;
 pub mod audit;
 pub mod claude;
 pub mod codex;

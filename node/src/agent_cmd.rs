@@ -4,6 +4,7 @@
 use crate::cli::{AgentRunArgs, AgentsCommand, PatchesCommand, WorktreesCommand};
 use crate::ctx::{Ctx, print};
 use crate::exit::{CliError, CliResult, Code};
+use crate::output::human_bytes;
 use palm_api::protocol::{FlowArg, Request};
 use palm_api::verbs::duration_ms;
 use palm_node::target::Target;
@@ -379,15 +380,6 @@ pub async fn worktrees(ctx: &Ctx, command: WorktreesCommand) -> CliResult {
                 },
             )
         }
-    }
-}
-
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
-        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{b} B"),
     }
 }
 

@@ -57,6 +57,7 @@ pub async fn gc(ctx: &Ctx, args: JobsGcArgs) -> CliResult {
     let mut cursor: Option<String> = None;
     let progress = !ctx.out.json && std::io::stderr().is_terminal();
     let mut steps = 0u64;
+    let mut artifacts = palm_agents::artifacts::Removed::default();
     let result = loop {
         let answer = target
             .call(Request::JobsGc {
@@ -78,6 +79,19 @@ pub async fn gc(ctx: &Ctx, args: JobsGcArgs) -> CliResult {
         };
         total.add(&step);
         steps += 1;
+        // The answer came after the step's commit: the journals are gone for good, and
+        // so may what was kept of those jobs beside the store.
+        if !step.released.is_empty() {
+            let data = ctx.data.clone();
+            let jobs = step.released.clone();
+            let removed =
+                tokio::task::spawn_blocking(move || palm_agents::artifacts::remove(&data, &jobs))
+                    .await
+                    .map_err(|e| CliError::failure("io", format!("removing artifacts: {e}")))?;
+            artifacts.jobs += removed.jobs;
+            artifacts.bytes += removed.bytes;
+            artifacts.failed.extend(removed.failed);
+        }
         if progress && steps.is_multiple_of(10) {
             eprint!(
                 "\rcollecting: {} visited, {} compacted, {} forgotten",
@@ -101,13 +115,22 @@ pub async fn gc(ctx: &Ctx, args: JobsGcArgs) -> CliResult {
         "events_removed": total.events_removed,
         "effects_removed": total.effects_removed,
         "starts_removed": total.starts_removed,
+        "artifacts_removed": artifacts.jobs,
+        "artifact_bytes_freed": artifacts.bytes,
+        "artifacts_failed": artifacts.failed.iter().map(|(path, err)| {
+            json!({"path": path.display().to_string(), "error": err.to_string()})
+        }).collect::<Vec<_>>(),
         "journal_ms": kept.journal_ms,
         "summary_ms": kept.summary_ms,
         "steps": steps,
         "duration_ms": started.elapsed().as_millis() as u64,
     });
     print(ctx, &report, human);
-    Ok(Code::Ok)
+    Ok(if artifacts.failed.is_empty() {
+        Code::Ok
+    } else {
+        Code::Failure
+    })
 }
 
 fn human(out: &crate::output::Output, report: &Value) {
@@ -120,6 +143,21 @@ fn human(out: &crate::output::Output, report: &Value) {
         n("forgotten"),
         n("starts_removed"),
     );
+    if n("artifacts_removed") > 0 {
+        println!(
+            "artifacts of {} jobs removed ({})",
+            n("artifacts_removed"),
+            crate::output::human_bytes(n("artifact_bytes_freed"))
+        );
+    }
+    for failure in report["artifacts_failed"].as_array().into_iter().flatten() {
+        println!(
+            "{} {}: {}",
+            out.red("kept"),
+            failure["path"].as_str().unwrap_or_default(),
+            failure["error"].as_str().unwrap_or_default()
+        );
+    }
     println!(
         "{}",
         out.dim(&format!(

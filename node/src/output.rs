@@ -749,3 +749,13 @@ fn age(at_ms: u64) -> String {
         _ => format!("{} h ago", secs / 3600),
     }
 }
+
+/// `bytes` for a person: `12 B`, `3.4 KiB`, `1.2 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}

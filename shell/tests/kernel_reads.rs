@@ -1,7 +1,8 @@
-//! The kernel's one read answered without a commit, checked against a store whose
-//! commits can be held open: a `wait` for a settled job whose writes are all durable is
-//! answered while a commit is in flight, and one whose writes that commit holds is not
-//! answered before it is durable.
+//! The kernel against a store whose commits can be held open. Its one read answered
+//! without a commit: a `wait` for a settled job whose writes are all durable is answered
+//! while a commit is in flight, and one whose writes that commit holds is not answered
+//! before it is durable. And retention's removal of an ended job's artifacts, which
+//! waits for the commit that drops the job's journal.
 
 use palm_actors::store::{MemoryStore, Store, StoreError, Table, Visit, WriteBatch};
 use palm_api::protocol::{FlowArg, Request, Response};
@@ -82,6 +83,29 @@ impl Store for HeldStore {
 const PARKED: &str =
     "name: parked\ntree:\n  sequence:\n    - wait: { key: go }\n    - set: { done: true }\n";
 
+const ENDS: &str = "name: ends\ntree:\n  set: { done: true }\n";
+
+fn genome_over(
+    store: &Arc<HeldStore>,
+    data: &std::path::Path,
+    settings: NodeSettings,
+) -> Arc<Genome> {
+    let info = NodeInfo {
+        name: "kernel-test".to_owned(),
+        profile: "all-in-one".to_owned(),
+        data: data.to_owned(),
+        pid: std::process::id(),
+        started_at: 0,
+        embedded: true,
+    };
+    Genome::new(
+        info,
+        settings,
+        Arc::clone(store) as Arc<dyn Store>,
+        Registry::default(),
+    )
+}
+
 async fn call(kernel: &ActorRef<KernelMsg>, request: Request) -> Response {
     ractor::call_t!(kernel, KernelMsg::Call, 10_000, request).expect("the kernel answers")
 }
@@ -125,20 +149,7 @@ fn status(response: &Response) -> &str {
 async fn a_wait_waits_for_no_commit_only_when_the_job_s_writes_are_durable() {
     let data = tempfile::tempdir().expect("a temporary directory");
     let store = Arc::new(HeldStore::default());
-    let info = NodeInfo {
-        name: "kernel-test".to_owned(),
-        profile: "all-in-one".to_owned(),
-        data: data.path().to_owned(),
-        pid: std::process::id(),
-        started_at: 0,
-        embedded: true,
-    };
-    let genome = Genome::new(
-        info,
-        NodeSettings::default(),
-        Arc::clone(&store) as Arc<dyn Store>,
-        Registry::default(),
-    );
+    let genome = genome_over(&store, data.path(), NodeSettings::default());
     let (kernel, join) = Actor::spawn(None, Kernel, Arc::clone(&genome))
         .await
         .expect("the kernel starts");
@@ -212,6 +223,70 @@ async fn a_wait_waits_for_no_commit_only_when_the_job_s_writes_are_durable() {
     );
     let continued_answer = continuing.await.expect("the continue");
     assert!(continued_answer.ok, "continue: {continued_answer:?}");
+
+    kernel.stop(None);
+    join.await.expect("the kernel stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_removes_an_ended_job_s_artifacts_once_its_journal_is_gone_for_good() {
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let store = Arc::new(HeldStore::default());
+    let settings = NodeSettings {
+        retention: palm_actors::path::retention::Retention {
+            journal_ms: 0,
+            summary_ms: None,
+        },
+        ..NodeSettings::default()
+    };
+    let genome = genome_over(&store, data.path(), settings);
+    let (kernel, join) = Actor::spawn(None, Kernel, Arc::clone(&genome))
+        .await
+        .expect("the kernel starts");
+    let ended = submit(&kernel, ENDS).await;
+    assert_eq!(status(&call(&kernel, wait_for(&ended)).await), "succeeded");
+    let parked = submit(&kernel, PARKED).await;
+    // What a `verify` step of each would have kept.
+    for job in [&ended, &parked] {
+        let dir = palm_agents::artifacts::dir(data.path(), job);
+        std::fs::create_dir_all(&dir).expect("artifacts dir");
+        std::fs::write(dir.join("verify-1.log"), "ok\n").expect("a log");
+    }
+
+    // The walk's batch is held: the journal is not gone yet, so neither is the log.
+    let hold = Hold::on(&store);
+    kernel
+        .cast(KernelMsg::Collect { cursor: None })
+        .expect("the kernel takes the walk");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !store.blocked.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the walk's batch reaches the store and is held there");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ended_dir = palm_agents::artifacts::dir(data.path(), &ended);
+    assert!(
+        ended_dir.join("verify-1.log").exists(),
+        "removed before the journal's removal was durable"
+    );
+    drop(hold);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while ended_dir.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the ended job's artifacts go once its compaction is durable");
+    let view = call(&kernel, Request::Status { job: ended.clone() }).await;
+    assert_eq!(view.result.expect("a view")["compacted"], true);
+    assert!(
+        palm_agents::artifacts::dir(data.path(), &parked)
+            .join("verify-1.log")
+            .exists(),
+        "a live job keeps its artifacts"
+    );
 
     kernel.stop(None);
     join.await.expect("the kernel stops");

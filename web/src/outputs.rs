@@ -173,10 +173,7 @@ async fn artifacts_dir(backend: &Arc<dyn Backend>, job: &str) -> Result<PathBuf,
         },
     )
     .await?;
-    Ok(backend
-        .data_dir()
-        .join("artifacts")
-        .join(palm_agents::git::safe(job)))
+    Ok(palm_agents::artifacts::dir(backend.data_dir(), job))
 }
 
 /// The artifacts in `dir`, by name: `[{name, bytes, modified_at}]` (none when it does not

@@ -60,6 +60,12 @@ pub struct Collected {
     pub effects_removed: u64,
     /// Start keys removed (their job was forgotten).
     pub starts_removed: u64,
+    /// The jobs this step compacted or forgot, so the host can remove what it keeps of
+    /// them outside the store (a check's logs under `DATA/artifacts/JOB/`) once the
+    /// step's batch is durable. At most one step's budget; [`Collected::add`] does not
+    /// gather them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released: Vec<String>,
     /// Where the next step starts; `None` when the walk is done.
     pub cursor: Option<String>,
 }
@@ -124,6 +130,7 @@ impl JobPath {
             }
             let ended_ago = now.saturating_sub(record.updated_at);
             let forget = summary_ms.is_some_and(|keep| ended_ago >= keep);
+            let compacted = step.compacted;
             if forget || ended_ago >= retention.journal_ms {
                 self.drop_journal(store, &record.id, &mut step)?;
             }
@@ -131,6 +138,11 @@ impl JobPath {
                 self.batch
                     .delete(Table::Jobs, record.id.as_bytes().to_vec());
                 step.forgotten += 1;
+            }
+            // Forgotten too when compacted before: what a host kept beside an older
+            // compaction (or lost track of in a crash) goes with the summary at the latest.
+            if forget || step.compacted > compacted {
+                step.released.push(record.id.clone());
             }
         }
         step.cursor = Some(match records.last() {

@@ -478,10 +478,41 @@ fn handle_one(
             );
             match &step {
                 Ok(step) if step.compacted + step.forgotten + step.starts_removed > 0 => {
-                    debug!(?step, "retention step");
+                    debug!(
+                        scanned = step.scanned,
+                        compacted = step.compacted,
+                        forgotten = step.forgotten,
+                        starts_removed = step.starts_removed,
+                        "retention step"
+                    );
                 }
                 Ok(_) => {}
                 Err(err) => warn!(error = %err, "retention step failed; retrying later"),
+            }
+            if let Ok(step) = &step
+                && !step.released.is_empty()
+            {
+                // The jobs' artifacts go once the step that dropped their journals is
+                // durable (a crash before leaves both, and the next walk releases them
+                // again), off the kernel's thread.
+                let data = state.genome.info.data.clone();
+                let jobs = step.released.clone();
+                let background = Arc::clone(&state.genome.background);
+                state.defer(move || {
+                    background.spawn_blocking(move || {
+                        let removed = palm_agents::artifacts::remove(&data, &jobs);
+                        if removed.jobs > 0 {
+                            info!(
+                                jobs = removed.jobs,
+                                bytes = removed.bytes,
+                                "retention removed artifacts"
+                            );
+                        }
+                        for (path, err) in removed.failed {
+                            warn!(path = %path.display(), error = %err, "cannot remove artifacts");
+                        }
+                    });
+                });
             }
             match step.ok().and_then(|s| s.cursor) {
                 Some(cursor) => myself.cast(KernelMsg::Collect {

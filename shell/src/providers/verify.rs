@@ -94,7 +94,7 @@ impl Verify {
                 dir.display()
             )));
         }
-        let artifacts = self.data.join("artifacts").join(git::safe(&ctx.effect.job));
+        let artifacts = palm_agents::artifacts::dir(&self.data, &ctx.effect.job);
         std::fs::create_dir_all(&artifacts).map_err(|e| {
             Failure::new(format!(
                 "verify: cannot create {}: {e}",
