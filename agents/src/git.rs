@@ -107,6 +107,10 @@ pub struct Worktree {
     pub path: PathBuf,
     /// The commit it started from.
     pub base: String,
+    /// Set when the worktree had vanished (deleted by hand) and was made again: the
+    /// state its files were brought back to (its last snapshot or restore, a commit or a
+    /// tree), so the job goes on from its work rather than from its base.
+    pub restored: Option<String>,
 }
 
 /// Job ids are safe path parts already (`tag-N`); anything else is made so.
@@ -200,6 +204,16 @@ fn is_commit(repo: &Path, commit: &str) -> bool {
     .is_ok()
 }
 
+/// True when `object` names a tree (a tree, or a commit's).
+fn is_tree(repo: &Path, object: &str) -> bool {
+    git(
+        repo,
+        &["cat-file", "-e", &format!("{object}^{{tree}}")],
+        &[],
+    )
+    .is_ok()
+}
+
 fn write_record(file: &Path, text: &str) -> Result<(), GitError> {
     std::fs::write(file, text).map_err(|e| GitError {
         command: "worktree add".into(),
@@ -214,6 +228,7 @@ fn existing(repo: &Path, path: &Path) -> Option<Worktree> {
         repo: repo.to_owned(),
         path: path.to_owned(),
         base: base.trim().to_owned(),
+        restored: None,
     })
 }
 
@@ -273,12 +288,25 @@ fn ensure_one(
     )?;
     // The repo first: a worktree whose base file is missing is reported, never lost.
     write_record(&path.with_extension("repo"), &repo.to_string_lossy())?;
-    write_record(&base_file, &base)?;
-    Ok(Worktree {
+    let mut tree = Worktree {
         repo: repo.to_owned(),
         path,
         base,
-    })
+        restored: None,
+    };
+    // One that had been snapshotted before it vanished gets its files back as they were
+    // then: the job's earlier steps' work is in its patch again, not silently dropped.
+    // Before the base file, so a crash in between makes it again and restores again.
+    let last = std::fs::read_to_string(tree.path.with_extension("last"))
+        .ok()
+        .map(|c| c.trim().to_owned())
+        .filter(|c| is_tree(repo, c));
+    if let Some(last) = last {
+        restore(&tree, &last)?;
+        tree.restored = Some(last);
+    }
+    write_record(&base_file, &tree.base)?;
+    Ok(tree)
 }
 
 /// What [`merge_lane`] brought into the job's worktree.
@@ -442,6 +470,7 @@ pub fn remove_worktree(found: &Found, reference: &str) -> Result<Option<String>,
             repo: repo.clone(),
             path: found.path.clone(),
             base: base.clone(),
+            restored: None,
         };
         saved = Some(snapshot(&tree, reference, "saved before the worktree was removed")?.commit);
         let path = found.path.to_string_lossy().into_owned();
@@ -451,6 +480,7 @@ pub fn remove_worktree(found: &Found, reference: &str) -> Result<Option<String>,
     for ext in [
         "repo",
         "base",
+        "last",
         "fork",
         "delta",
         "index",
@@ -523,6 +553,9 @@ pub fn snapshot(worktree: &Worktree, reference: &str, message: &str) -> Result<S
     .trim()
     .to_owned();
     git(&worktree.path, &["update-ref", reference, &commit], &[])?;
+    // The worktree's latest state, for bringing it back should it vanish (see
+    // `ensure_one`). A torn record names no object and is ignored there.
+    write_record(&worktree.path.with_extension("last"), &commit)?;
     Ok(Snapshot { tree, commit })
 }
 
@@ -559,6 +592,8 @@ pub fn restore(worktree: &Worktree, tree: &str) -> Result<(), GitError> {
     for file in extra.split('\0').filter(|f| !f.is_empty()) {
         let _ = std::fs::remove_file(worktree.path.join(file));
     }
+    // Its latest state is `tree` now (an observe run's changes undone are not).
+    write_record(&worktree.path.with_extension("last"), tree)?;
     Ok(())
 }
 
@@ -762,6 +797,52 @@ mod tests {
             1
         );
         assert!(list_worktrees(root.path()).is_empty());
+    }
+
+    #[test]
+    fn a_worktree_deleted_by_hand_comes_back_as_it_was_last_recorded() {
+        let repo = repo();
+        let root = tempfile::tempdir().expect("root");
+        let tree = ensure_worktree(root.path(), "j-1", repo.path(), None).expect("worktree");
+        assert_eq!(tree.restored, None, "a new worktree starts at HEAD");
+        // An earlier step's work, snapshotted as a run's end does.
+        std::fs::write(tree.path.join("a.txt"), "one\ntwo\n").expect("edit");
+        std::fs::write(tree.path.join("new.txt"), "added\n").expect("add");
+        let after = snapshot(&tree, &saved_ref("j-1", "r1-after"), "after").expect("snapshot");
+
+        std::fs::remove_dir_all(&tree.path).expect("deleted by hand");
+        let back = ensure_worktree(root.path(), "j-1", repo.path(), None).expect("made again");
+        assert_eq!(back.restored.as_deref(), Some(after.commit.as_str()));
+        assert_eq!((&back.path, &back.base), (&tree.path, &tree.base));
+        assert_eq!(
+            std::fs::read_to_string(back.path.join("a.txt")).expect("read"),
+            "one\ntwo\n"
+        );
+        assert!(back.path.join("new.txt").exists());
+        let patch = diff(&back, &back.base, &after.tree).expect("diff");
+        assert_eq!(
+            patch.files,
+            ["a.txt", "new.txt"],
+            "the job's patch keeps its work"
+        );
+        // Found in place next time: nothing restored again.
+        assert_eq!(
+            ensure_worktree(root.path(), "j-1", repo.path(), None)
+                .expect("again")
+                .restored,
+            None
+        );
+
+        // An observe run's changes, undone by a restore, do not come back.
+        let before = snapshot(&back, &saved_ref("j-1", "r2-before"), "before").expect("before");
+        std::fs::write(back.path.join("observed.txt"), "undone\n").expect("observe");
+        snapshot(&back, &saved_ref("j-1", "r2-after"), "after").expect("after");
+        restore(&back, &before.tree).expect("restore");
+        std::fs::remove_dir_all(&back.path).expect("deleted by hand");
+        let again = ensure_worktree(root.path(), "j-1", repo.path(), None).expect("made again");
+        assert_eq!(again.restored.as_deref(), Some(before.tree.as_str()));
+        assert!(!again.path.join("observed.txt").exists());
+        assert!(again.path.join("new.txt").exists());
     }
 
     #[test]

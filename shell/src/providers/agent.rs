@@ -824,6 +824,13 @@ pub(crate) async fn job_workdir(
         git::ensure_worktree(&worktrees, &job, &top, lane.as_deref()).map_err(|e| e.to_string())
     })
     .await?;
+    if let Some(state) = &tree.restored {
+        tracing::warn!(
+            path = %tree.path.display(),
+            restored = %state,
+            "the job's worktree had vanished; made again with its last recorded files"
+        );
+    }
     let workdir = tree.path.join(inner);
     Ok((Some(tree), workdir))
 }
