@@ -10,7 +10,13 @@
 //! the body under that secret, as GitHub, Gitea and Forgejo send it — is let in from
 //! anywhere when the signature matches, and refused (401) from anywhere when it does not.
 //! GitLab sends the secret itself instead (`X-Gitlab-Token: SECRET`), taken the same
-//! way and compared in constant time. A post with neither header falls under the rule
+//! way and compared in constant time. Two timestamped schemes are taken too, and refused
+//! when their timestamp is more than five minutes from the node's clock (a replay):
+//! Stripe's (`Stripe-Signature: t=UNIX,v1=HEX[,v1=HEX...]`, the HMAC-SHA256 of
+//! `UNIX.BODY` under the secret as written, `whsec_` and all), and Standard Webhooks'
+//! (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,BASE64 [v1,BASE64...]`, the
+//! HMAC-SHA256 of `ID.TIMESTAMP.BODY` under the base64 after the secret's `whsec_`; also
+//! under Svix's `svix-` names). A post with none of these headers falls under the rule
 //! above.
 
 use crate::Backend;
@@ -42,8 +48,144 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 /// The header GitLab carries a webhook's secret in.
 pub const GITLAB_TOKEN_HEADER: &str = "x-gitlab-token";
 
+/// Stripe's signature header.
+pub const STRIPE_HEADER: &str = "stripe-signature";
+
+/// Standard Webhooks' signature header (and its id's and timestamp's), and Svix's names
+/// for the same three.
+const STANDARD_HEADERS: [[&str; 3]; 2] = [
+    ["webhook-signature", "webhook-id", "webhook-timestamp"],
+    ["svix-signature", "svix-id", "svix-timestamp"],
+];
+
+/// How far a timestamped signature's time may be from the node's clock, either way.
+pub const TIMESTAMP_TOLERANCE_S: i64 = 300;
+
 /// The most a signed webhook's body may hold (axum's default body limit).
 const WEBHOOK_BODY_MAX: usize = 2 * 1024 * 1024;
+
+/// How a webhook's sender signed it, told by the headers it set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scheme {
+    /// `X-Gitlab-Token`: the secret itself.
+    GitLab,
+    /// `X-Hub-Signature-256`: GitHub, Gitea, Forgejo.
+    Hub,
+    /// `Stripe-Signature`.
+    Stripe,
+    /// Standard Webhooks, under the names at this index of [`STANDARD_HEADERS`].
+    Standard(usize),
+}
+
+fn scheme_of(headers: &axum::http::HeaderMap) -> Option<Scheme> {
+    if headers.contains_key(GITLAB_TOKEN_HEADER) {
+        return Some(Scheme::GitLab);
+    }
+    if headers.contains_key(SIGNATURE_HEADER) {
+        return Some(Scheme::Hub);
+    }
+    if headers.contains_key(STRIPE_HEADER) {
+        return Some(Scheme::Stripe);
+    }
+    STANDARD_HEADERS
+        .iter()
+        .position(|names| headers.contains_key(names[0]))
+        .map(Scheme::Standard)
+}
+
+/// Why a timestamped signature was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused(pub String);
+
+fn timely(header: &str, timestamp: &str, now_s: i64) -> Result<i64, Refused> {
+    let at: i64 = timestamp.trim().parse().map_err(|_| {
+        Refused(format!(
+            "the {header} timestamp `{timestamp}` is not Unix seconds"
+        ))
+    })?;
+    if (now_s - at).abs() > TIMESTAMP_TOLERANCE_S {
+        return Err(Refused(format!(
+            "the {header} timestamp is {} s from this node's clock (at most {TIMESTAMP_TOLERANCE_S} s: an older one may be a replay)",
+            (now_s - at).abs()
+        )));
+    }
+    Ok(at)
+}
+
+/// Checks a `Stripe-Signature` header (`t=UNIX,v1=HEX,...`) against `body`: its time
+/// within [`TIMESTAMP_TOLERANCE_S`] of `now_s`, and one of its `v1` signatures the
+/// HMAC-SHA256 of `UNIX.BODY` under `secret` (used as written), compared in constant time.
+pub fn stripe_ok(secret: &[u8], body: &[u8], header: &str, now_s: i64) -> Result<(), Refused> {
+    let mut timestamp = None;
+    let mut signatures = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", t)) => timestamp = Some(t),
+            Some(("v1", v1)) => signatures.push(v1),
+            _ => {}
+        }
+    }
+    let timestamp = timestamp
+        .ok_or_else(|| Refused("the Stripe-Signature header has no timestamp (`t=`)".into()))?;
+    timely("Stripe-Signature", timestamp, now_s)?;
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let mut signed = Vec::with_capacity(timestamp.len() + 1 + body.len());
+    signed.extend_from_slice(timestamp.as_bytes());
+    signed.push(b'.');
+    signed.extend_from_slice(body);
+    let matched = signatures.iter().any(|hex| {
+        decode_hex(hex).is_some_and(|tag| ring::hmac::verify(&key, &signed, &tag).is_ok())
+    });
+    if matched {
+        Ok(())
+    } else {
+        Err(Refused(
+            "no `v1` signature of the Stripe-Signature header is the HMAC-SHA256 of its timestamp and the body under this webhook's secret".into(),
+        ))
+    }
+}
+
+/// Checks a Standard Webhooks signature (`v1,BASE64` entries, space-separated) of the
+/// message `id` sent at `timestamp` against `body`: the time within
+/// [`TIMESTAMP_TOLERANCE_S`] of `now_s`, and one entry the HMAC-SHA256 of
+/// `ID.TIMESTAMP.BODY` under the secret's key (the base64 after `whsec_`; a secret
+/// without that prefix, or that is not base64, as written).
+pub fn standard_ok(
+    secret: &[u8],
+    body: &[u8],
+    id: &str,
+    timestamp: &str,
+    signature: &str,
+    now_s: i64,
+) -> Result<(), Refused> {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    timely("webhook-timestamp", timestamp, now_s)?;
+    let key_bytes = secret
+        .strip_prefix(b"whsec_")
+        .and_then(|encoded| engine.decode(encoded).ok())
+        .unwrap_or_else(|| secret.to_vec());
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key_bytes);
+    let mut signed = Vec::with_capacity(id.len() + timestamp.len() + 2 + body.len());
+    signed.extend_from_slice(id.as_bytes());
+    signed.push(b'.');
+    signed.extend_from_slice(timestamp.as_bytes());
+    signed.push(b'.');
+    signed.extend_from_slice(body);
+    let matched = signature.split_whitespace().any(|entry| {
+        entry
+            .strip_prefix("v1,")
+            .and_then(|b64| engine.decode(b64).ok())
+            .is_some_and(|tag| ring::hmac::verify(&key, &signed, &tag).is_ok())
+    });
+    if matched {
+        Ok(())
+    } else {
+        Err(Refused(
+            "no `v1` entry of the webhook-signature header is the HMAC-SHA256 of its id, timestamp and the body under this webhook's secret".into(),
+        ))
+    }
+}
 
 /// The webhook a request posts to, if it is one.
 fn webhook_name(request: &Request) -> Option<&str> {
@@ -85,15 +227,20 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 }
 
 /// A signed webhook: its GitLab token checked against the name's secret, or else its body
-/// read (bounded) and its signature checked; `Err` is the answer to give instead.
-async fn signed(secret: &[u8], request: Request) -> Result<Request, Response> {
+/// read (bounded) and its signature checked under `scheme`; `Err` is the answer to give
+/// instead.
+async fn signed(secret: &[u8], scheme: Scheme, request: Request) -> Result<Request, Response> {
     let unauthorized = |detail: &str| {
         Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", detail.to_owned())
             .hint("the secret is the one `webhooks:` in the node's palm.yaml names")
             .into_response()
     };
-    if let Some(token) = request.headers().get(GITLAB_TOKEN_HEADER) {
-        return if token_ok(secret, token.as_bytes()) {
+    if scheme == Scheme::GitLab {
+        let token = request
+            .headers()
+            .get(GITLAB_TOKEN_HEADER)
+            .map(|v| v.as_bytes());
+        return if token.is_some_and(|token| token_ok(secret, token)) {
             Ok(request)
         } else {
             Err(unauthorized(
@@ -101,14 +248,32 @@ async fn signed(secret: &[u8], request: Request) -> Result<Request, Response> {
             ))
         };
     }
-    let Some(signature) = request
-        .headers()
-        .get(SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-    else {
-        return Err(unauthorized("the X-Hub-Signature-256 header is not text"));
+    // What the scheme signs besides the body, read before the body is taken.
+    let names: &[&str] = match scheme {
+        Scheme::Hub => &[SIGNATURE_HEADER],
+        Scheme::Stripe => &[STRIPE_HEADER],
+        Scheme::Standard(at) => &STANDARD_HEADERS[at],
+        Scheme::GitLab => &[],
     };
+    let mut values = Vec::with_capacity(names.len());
+    for name in names {
+        // Owned, so nothing borrows the request (whose body is not `Sync`) across the
+        // body's read.
+        let value = request
+            .headers()
+            .get(*name)
+            .map(|v| v.to_str().map(str::to_owned));
+        match value {
+            Some(Ok(value)) => values.push(value),
+            Some(Err(_)) => return Err(unauthorized(&format!("the {name} header is not text"))),
+            None => {
+                return Err(unauthorized(&format!(
+                    "a webhook signed with {} also needs the {name} header",
+                    names[0]
+                )));
+            }
+        }
+    }
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, WEBHOOK_BODY_MAX)
         .await
@@ -120,12 +285,28 @@ async fn signed(secret: &[u8], request: Request) -> Result<Request, Response> {
             )
             .into_response()
         })?;
-    if !signature_ok(secret, &bytes, &signature) {
-        return Err(unauthorized(
-            "the body's X-Hub-Signature-256 is not its HMAC-SHA256 under this webhook's secret",
-        ));
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let checked = match scheme {
+        Scheme::Hub => signature_ok(secret, &bytes, &values[0])
+            .then_some(())
+            .ok_or_else(|| {
+                Refused(
+                "the body's X-Hub-Signature-256 is not its HMAC-SHA256 under this webhook's secret"
+                    .into(),
+            )
+            }),
+        Scheme::Stripe => stripe_ok(secret, &bytes, &values[0], now_s),
+        Scheme::Standard(_) => {
+            standard_ok(secret, &bytes, &values[1], &values[2], &values[0], now_s)
+        }
+        Scheme::GitLab => Ok(()),
+    };
+    match checked {
+        Ok(()) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Err(Refused(why)) => Err(unauthorized(&why)),
     }
-    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
 
 /// The middleware: loopback passes; anything else needs a live token (or, for a webhook
@@ -136,11 +317,10 @@ pub async fn require(
     next: Next,
 ) -> Response {
     if let Some(secret) = webhook_name(&request).and_then(|name| backend.webhook_secret(name))
-        && (request.headers().contains_key(SIGNATURE_HEADER)
-            || request.headers().contains_key(GITLAB_TOKEN_HEADER))
+        && let Some(scheme) = scheme_of(request.headers())
     {
         let secret = secret.to_vec();
-        return match signed(&secret, request).await {
+        return match signed(&secret, scheme, request).await {
             Ok(request) => next.run(request).await,
             Err(refused) => refused,
         };
@@ -206,5 +386,55 @@ mod tests {
         ] {
             assert!(!token_ok(secret, bad));
         }
+    }
+
+    #[test]
+    fn stripe_signatures_are_checked_with_their_timestamp() {
+        // Computed apart from this code (Python's hmac): HMAC-SHA256 of
+        // `1700000000.BODY` under the secret as written.
+        let secret = b"whsec_test_secret";
+        let body = br#"{"id":"evt_1","type":"charge.succeeded"}"#;
+        let good = "c0475716eb2200f1fe97fcf35a3c05d1fd4f8ba9a07a596730c8d18bb87c0672";
+        let at = 1_700_000_000;
+        let header = format!("t={at},v1={good}");
+        assert_eq!(stripe_ok(secret, body, &header, at + 10), Ok(()));
+        // Several v1 (a secret being rolled), v0 and unknown schemes ignored.
+        let rolled = format!("t={at},v1={},v0=abc,v1={good},v9=x", "00".repeat(32));
+        assert_eq!(stripe_ok(secret, body, &rolled, at), Ok(()));
+        for (header, now, why) in [
+            (header.clone(), at + 301, "from this node's clock"),
+            (header.clone(), at - 301, "from this node's clock"),
+            (format!("v1={good}"), at, "no timestamp"),
+            (format!("t=soon,v1={good}"), at, "not Unix seconds"),
+            (format!("t={},v1={good}", at + 1), at, "no `v1` signature"),
+            (format!("t={at},v0={good}"), at, "no `v1` signature"),
+        ] {
+            let refused = stripe_ok(secret, body, &header, now).expect_err(&header);
+            assert!(refused.0.contains(why), "{header}: {}", refused.0);
+        }
+        assert!(stripe_ok(secret, b"{}", &header, at).is_err());
+        assert!(stripe_ok(b"whsec_other", body, &header, at).is_err());
+    }
+
+    #[test]
+    fn standard_webhooks_signatures_are_checked_as_the_spec_makes_them() {
+        // The Standard Webhooks (and Svix) published example.
+        let secret = b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+        let at = "1614265330";
+        let body = br#"{"test": 2432232314}"#;
+        let good = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+        let now = 1_614_265_330;
+        assert_eq!(standard_ok(secret, body, id, at, good, now), Ok(()));
+        let several = format!("v1,bm90IGl0 v2,xyz {good}");
+        assert_eq!(
+            standard_ok(secret, body, id, at, &several, now + 299),
+            Ok(())
+        );
+        assert!(standard_ok(secret, body, id, at, good, now + 301).is_err());
+        assert!(standard_ok(secret, body, "msg_other", at, good, now).is_err());
+        assert!(standard_ok(secret, b"{}", id, at, good, now).is_err());
+        assert!(standard_ok(secret, body, id, at, &good.replace("v1,", "v1="), now).is_err());
+        assert!(standard_ok(b"whsec_bm90IGl0", body, id, at, good, now).is_err());
     }
 }

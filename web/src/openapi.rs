@@ -251,7 +251,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "post",
         path: "/v1/webhooks/{name}",
         id: "webhook",
-        summary: "A webhook: the body, whatever JSON it is (text when not JSON), is the event's data; flows with `on: {webhook: NAME}` (or `event: NAME`) start. For a webhook the node keeps a secret for (`webhooks:` in palm.yaml), `X-Hub-Signature-256: sha256=HEX` (the body's HMAC-SHA256) or `X-Gitlab-Token: SECRET` stands in for the bearer token",
+        summary: "A webhook: the body, whatever JSON it is (text when not JSON), is the event's data; flows with `on: {webhook: NAME}` (or `event: NAME`) start. For a webhook the node keeps a secret for (`webhooks:` in palm.yaml), `X-Hub-Signature-256: sha256=HEX` (the body's HMAC-SHA256), `X-Gitlab-Token: SECRET`, `Stripe-Signature: t=UNIX,v1=HEX` or Standard Webhooks' `webhook-id`/`webhook-timestamp`/`webhook-signature` stands in for the bearer token",
         query: &[],
         body: Some(r#"{}"#),
         success: 200,

@@ -540,6 +540,73 @@ async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
     assert!(text.contains("X-Gitlab-Token"), "{text}");
+    // Stripe's way: `t=UNIX,v1=HEX`, the HMAC of `UNIX.BODY`; a stale one is a replay.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let hmac_hex = |signed: String| -> String {
+        let tag = ring::hmac::sign(&key, signed.as_bytes());
+        tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    for (at, expected) in [(now, StatusCode::OK), (now - 600, StatusCode::UNAUTHORIZED)] {
+        let stripe = format!("t={at},v1={}", hmac_hex(format!("{at}.{body}")));
+        let (status, _, text) = raw_from(
+            &w.app,
+            REMOTE,
+            "POST",
+            &path,
+            &[json, ("stripe-signature", &stripe)],
+            body,
+        )
+        .await;
+        assert_eq!(status, expected, "{stripe}: {text}");
+        if expected != StatusCode::OK {
+            assert!(text.contains("replay"), "{text}");
+        }
+    }
+    // Standard Webhooks' way (and Svix's names for it): `v1,BASE64` of `ID.UNIX.BODY`.
+    let standard = |id: &str| -> String {
+        use base64::Engine as _;
+        let tag = ring::hmac::sign(&key, format!("{id}.{now}.{body}").as_bytes());
+        format!(
+            "v1,{}",
+            base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
+        )
+    };
+    let at = now.to_string();
+    for prefix in ["webhook", "svix"] {
+        let (status, _, text) = raw_from(
+            &w.app,
+            REMOTE,
+            "POST",
+            &path,
+            &[
+                json,
+                (&format!("{prefix}-id"), "msg_1"),
+                (&format!("{prefix}-timestamp"), &at),
+                (&format!("{prefix}-signature"), &standard("msg_1")),
+            ],
+            body,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{prefix}: {text}");
+    }
+    let (status, _, text) = raw_from(
+        &w.app,
+        REMOTE,
+        "POST",
+        &path,
+        &[
+            json,
+            ("webhook-timestamp", &at),
+            ("webhook-signature", &standard("msg_1")),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+    assert!(text.contains("webhook-id"), "{text}");
     // No signature: the usual rule, a token from beyond loopback.
     let (status, _, _) = raw_from(&w.app, REMOTE, "POST", &path, &[json], body).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -556,7 +623,7 @@ async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
     )
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    // Only the posts that were let in started the flow: three jobs.
+    // Only the posts that were let in started the flow: six jobs.
     let mut count = 0;
     for _ in 0..100 {
         let (_, _, jobs) = send(
@@ -569,11 +636,11 @@ async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
         )
         .await;
         count = jobs["jobs"].as_array().map_or(0, Vec::len);
-        if count >= 3 {
+        if count >= 6 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(count, 3);
+    assert_eq!(count, 6);
     w.node.shutdown(std::time::Duration::ZERO).await;
 }
