@@ -174,6 +174,8 @@ impl PgOptions {
                 _ => passed.push(pair),
             }
         }
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let root_cert = crate::tls::root_cert_or_default(ssl_mode, root_cert, home.as_deref());
         let tls = crate::tls::MakeTls::new(ssl_mode, root_cert.as_deref())
             .map_err(|detail| invalid(url, detail))?;
         check_identifier(&schema).map_err(|detail| invalid(url, detail))?;

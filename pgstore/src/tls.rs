@@ -12,6 +12,9 @@
 //! As with libpq, `prefer` and `require` check the certificate as `verify-ca` does when
 //! `sslrootcert` is given. `verify-ca` and `verify-full` need it: a PEM file of the
 //! authorities to trust, or `system` for the Mozilla set built into Palm (`webpki-roots`).
+//! Left out, it is `~/.postgresql/root.crt` when that file exists, as in libpq (so a
+//! `prefer` or `require` URL then checks the certificate too); see
+//! [`root_cert_or_default`].
 //! Client certificates (`sslcert`, `sslkey`) are refused as not supported rather than
 //! ignored. An unchecked certificate still gets its handshake signatures checked: it keeps
 //! the link private from a passive listener, not from a server in the middle — which is
@@ -121,6 +124,27 @@ fn roots(root_cert: &str) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
+/// libpq's default `sslrootcert`, under the home directory `home`.
+pub const DEFAULT_ROOT_CERT: &str = ".postgresql/root.crt";
+
+/// The `sslrootcert` to use: the one given, else `home`'s `.postgresql/root.crt` when
+/// that file exists (libpq's default), else none. `disable` uses none.
+pub fn root_cert_or_default(
+    mode: SslMode,
+    given: Option<String>,
+    home: Option<&std::path::Path>,
+) -> Option<String> {
+    if mode == SslMode::Disable {
+        return given;
+    }
+    given.or_else(|| {
+        let default = home?.join(DEFAULT_ROOT_CERT);
+        default
+            .is_file()
+            .then(|| default.to_string_lossy().into_owned())
+    })
+}
+
 impl MakeTls {
     /// The connector for `mode` with the authorities of `root_cert` (see the module's
     /// header); the error says what is wrong with them.
@@ -147,7 +171,8 @@ impl MakeTls {
             None if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) => {
                 return Err(format!(
                     "sslmode={} needs sslrootcert: a PEM file of the authorities that sign \
-                     the server's certificate, or `system`",
+                     the server's certificate (by default ~/{DEFAULT_ROOT_CERT}, which is \
+                     not there), or `system`",
                     if verify_name {
                         "verify-full"
                     } else {
@@ -377,6 +402,44 @@ mod tests {
         let err = MakeTls::new(SslMode::VerifyCa, Some(&empty)).unwrap_err();
         assert!(err.contains("holds no certificate"), "{err}");
         let _ = std::fs::remove_file(empty);
+    }
+
+    #[test]
+    fn the_root_certificate_defaults_to_libpq_s_when_that_file_exists() {
+        let home = std::env::temp_dir().join(format!("palm-pgstore-home-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).expect("home");
+        // Not there: none, whatever the mode.
+        assert_eq!(
+            root_cert_or_default(SslMode::VerifyFull, None, Some(&home)),
+            None
+        );
+        std::fs::create_dir_all(home.join(".postgresql")).expect("dir");
+        std::fs::write(home.join(DEFAULT_ROOT_CERT), b"a PEM file").expect("file");
+        let default = home.join(DEFAULT_ROOT_CERT).to_string_lossy().into_owned();
+        for mode in [
+            SslMode::Prefer,
+            SslMode::Require,
+            SslMode::VerifyCa,
+            SslMode::VerifyFull,
+        ] {
+            assert_eq!(
+                root_cert_or_default(mode, None, Some(&home)).as_deref(),
+                Some(default.as_str()),
+                "{mode:?}"
+            );
+            assert_eq!(
+                root_cert_or_default(mode, Some("system".into()), Some(&home)).as_deref(),
+                Some("system"),
+                "given wins"
+            );
+        }
+        assert_eq!(
+            root_cert_or_default(SslMode::Disable, None, Some(&home)),
+            None
+        );
+        assert_eq!(root_cert_or_default(SslMode::Require, None, None), None);
+        let _ = std::fs::remove_dir_all(&home);
     }
 
     fn tempfile_with(bytes: &[u8]) -> String {
