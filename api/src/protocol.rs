@@ -54,6 +54,11 @@ pub enum Request {
         /// key makes it idempotent; depth and chain guard against loops.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         started_by: Option<palm_actors::interest::StartedBy>,
+        /// The node to home the job (a root or a realm of the tree, by name): the submit
+        /// travels there (`palm submit --node`, the `palm` provider's `node`). Absent:
+        /// the nearest home, this node unless it is an edge.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// Continue a parked wait.
     Continue {
@@ -348,6 +353,7 @@ mod tests {
                     .unwrap_or_default(),
                 args: vec![],
                 started_by: None,
+                node: None,
             }
         );
         let text = r#"{"op":"submit","flow":{"source":"name: x","origin":"<inline>"}}"#;

@@ -282,6 +282,7 @@ fn build_specs() -> Vec<ToolSpec> {
                     "revision": {"type": "integer", "minimum": 1, "description": "With a stored flow: pin this revision instead of the latest."},
                     "source": {"type": "string", "minLength": 1, "description": "An inline flow definition (YAML or JSON text)."},
                     "input": {"type": "object", "description": "The job's input fields, checked against the flow's declared inputs."},
+                    "node": {"type": "string", "minLength": 1, "description": "Home the job on this root or realm of the node's tree (a stored flow must be stored there). Default: the nearest home."},
                     "wait": submit_wait,
                     "timeout": submit_timeout
                 }),
@@ -1079,6 +1080,7 @@ async fn submit(
             args: Vec::new(),
             // An agent's submit is a start from outside, like the CLI's.
             started_by: None,
+            node: str_arg(arguments, "node").map(str::to_owned),
         },
     )
     .await?;
@@ -1156,6 +1158,7 @@ async fn agent_run(
             input,
             args: Vec::new(),
             started_by: None,
+            node: None,
         },
     )
     .await?;

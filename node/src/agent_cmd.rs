@@ -63,6 +63,7 @@ pub async fn run(ctx: &Ctx, args: AgentRunArgs) -> CliResult {
                 input,
                 args: Vec::new(),
                 started_by: None,
+                node: None,
             })
             .await?;
         let job = submitted["job"].as_str().unwrap_or_default().to_owned();

@@ -60,6 +60,7 @@ async fn submit_and_wait(node: &Node, source: &str) -> Result<Duration, CliError
             input: Default::default(),
             args: vec![],
             started_by: None,
+            node: None,
         })
         .await;
     let job = response

@@ -112,6 +112,7 @@ async fn measure(node: &Node, args: &BenchExplorerArgs) -> Result<serde_json::Va
                         input: Default::default(),
                         args: Vec::new(),
                         started_by: None,
+                        node: None,
                     },
                 )
                 .await

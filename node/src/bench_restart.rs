@@ -47,6 +47,7 @@ async fn fill(node: &Arc<Node>, flow: &'static str, count: usize) -> Result<(), 
                         input: Default::default(),
                         args: vec![],
                         started_by: None,
+                        node: None,
                     })
                     .await;
                 if !answer.ok {
@@ -105,6 +106,7 @@ async fn start(data: &Path) -> Result<(f64, u64), CliError> {
         input: Default::default(),
         args: vec![],
         started_by: None,
+        node: None,
     })
     .await?;
     let job = submitted["job"].as_str().unwrap_or_default().to_owned();

@@ -292,6 +292,7 @@ async fn one_job(home: &Path) -> Result<(Duration, Duration, String), CliError> 
             input: Default::default(),
             args: vec![],
             started_by: None,
+            node: None,
         },
     )
     .await?;

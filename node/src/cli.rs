@@ -292,6 +292,10 @@ pub struct SubmitArgs {
     /// Submit this revision of a stored flow [default: its latest].
     #[arg(long, value_name = "N")]
     pub revision: Option<u32>,
+    /// Home the job on this node of the tree (a root or a realm, by name; a stored flow
+    /// must be stored there) [default: the nearest home, this node unless it is an edge].
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
 }
 
 /// `palm continue`.

@@ -178,6 +178,7 @@ async fn run_flow(ctx: &Ctx, args: RunArgs) -> CliResult {
                 input: Default::default(),
                 args: args.inputs,
                 started_by: None,
+                node: None,
             })
             .await?;
         let job = submitted["job"].as_str().unwrap_or_default().to_owned();
@@ -198,6 +199,7 @@ async fn submit(ctx: &Ctx, args: SubmitArgs) -> CliResult {
             input: Default::default(),
             args: args.inputs,
             started_by: None,
+            node: args.node,
         })
         .await;
     target.finish().await;

@@ -135,6 +135,7 @@ pub async fn summarize(
                     input: input.clone(),
                     args: Vec::new(),
                     started_by: None,
+                    node: None,
                 })
                 .await?;
             let job = submitted["job"].as_str().unwrap_or_default().to_owned();

@@ -249,6 +249,7 @@ async fn run_flow(
             input,
             args: Vec::new(),
             started_by: None,
+            node: None,
         })
         .await?;
     let job = submitted["job"].as_str().unwrap_or_default().to_owned();

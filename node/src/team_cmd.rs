@@ -265,6 +265,7 @@ pub async fn run(ctx: &Ctx, command: TeamCommand) -> CliResult {
                         input,
                         args: Vec::new(),
                         started_by: None,
+                        node: None,
                     })
                     .await?;
                 let job = submitted["job"].as_str().unwrap_or_default().to_owned();

@@ -45,6 +45,7 @@ pub async fn run(ctx: &Ctx, command: WizardCommand) -> CliResult {
                         input: Map::new(),
                         args: inputs,
                         started_by: None,
+                        node: None,
                     })
                     .await?;
                 let job = submitted["job"].as_str().unwrap_or_default().to_owned();

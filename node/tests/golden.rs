@@ -6,7 +6,10 @@
 //! A change to the wire fails here. If it is deliberate, bump
 //! `palm_transport::FRAME_VERSION` (peers of the old version are then refused with a
 //! clear reason) and write the new version's file with `PALM_BLESS=1 cargo test -p palm
-//! --test golden`; the old file stays as the record of what older nodes send.
+//! --test golden`; the old file stays as the record of what older nodes send. A new
+//! message or variant that leaves every existing frame as it was is appended to the end
+//! of the samples and of the current version's file (an older node cannot decode that
+//! one frame, and closes the link that carries it, with the reason logged).
 
 use palm_actors::bt::{EffectRequest, Outcome, RunResult};
 use palm_actors::json::Json;
@@ -186,6 +189,19 @@ fn samples() -> Vec<(&'static str, TreeMsg)> {
                 certificates: Vec::new(),
                 names: vec!["edge-9".into()],
             })),
+        ),
+        // Appended since: a submit that names its home (`Toward::Node`). Frames only
+        // ever join at the end of a version's file; an existing line never changes.
+        (
+            "forward-to-node",
+            topo(TopoMsg::Forward {
+                id: 2,
+                toward: Toward::Node("realm-1".into()),
+                view_of: None,
+                request: Json(json!({"op": "submit", "flow": "x", "node": "realm-1"})),
+                hops: 1,
+                within_ms: 30_000,
+            }),
         ),
     ]
 }

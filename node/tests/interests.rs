@@ -466,6 +466,21 @@ fn file_kv_and_palm_providers() {
             .contains("cycle"),
         "{selfish}"
     );
+    // A home this node's tree does not have: the call fails and says so.
+    let astray = call_flow(
+        data.path(),
+        "astray",
+        "palm",
+        json!({"flow": "child", "input": {"x": 1}, "node": "elsewhere"}),
+    );
+    assert_eq!(astray["status"], "failed", "{astray}");
+    assert!(
+        astray["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("node `elsewhere` is not this node"),
+        "{astray}"
+    );
     let providers = palm(data.path(), &["providers", "--json"]).json();
     let names: Vec<&str> = providers["providers"]
         .as_array()

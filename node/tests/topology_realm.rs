@@ -178,6 +178,59 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
         "edge-1 reaches the root's job through the realm"
     );
 
+    // A submit that names its home goes there, from anywhere in the tree: up from edge-1
+    // to the root, down from the root to the realm; an edge or an unknown name is refused.
+    let settled_at = |at: &Path, job: &str| {
+        let mut last = Value::Null;
+        let done = eventually(Duration::from_secs(15), || {
+            last = palm(at, &["status", job, "--json"]).json();
+            last["status"] == "succeeded"
+        });
+        assert!(done, "{job}: {last}");
+        last
+    };
+    for (at, home) in [(edge1, "root"), (root, "realm-1"), (realm, "realm-1")] {
+        let submitted = palm(at, &["submit", &flow, "--node", home, "--json"]);
+        assert_eq!(submitted.code, 0, "--node {home}: {}", submitted.stderr);
+        let named = submitted.json()["job"].as_str().expect("job").to_owned();
+        let view = settled_at(at, &named);
+        assert_eq!(view["home"], home, "{view}");
+        assert_eq!(view["effects"][0]["node"], "edge-2", "{view}");
+    }
+    for (name, says) in [
+        ("edge-2", "is an edge"),
+        ("nowhere", "no node called `nowhere`"),
+    ] {
+        let refused = palm(edge1, &["submit", &flow, "--node", name, "--json"]);
+        assert_ne!(refused.code, 0, "--node {name}");
+        assert!(
+            refused.stdout.contains(says),
+            "--node {name}: {}",
+            refused.stdout
+        );
+    }
+    // The `palm` provider names a home too: a job homed at the realm starts one at the
+    // root (where its flow is stored) and waits for it across the tree.
+    let stored = palm(root, &["flows", "add", &flow]);
+    assert_eq!(stored.code, 0, "{}", stored.stderr);
+    let caller = realm.join("caller.yaml");
+    std::fs::write(
+        &caller,
+        "name: caller\ntree:\n  call: { provider: palm, args: { flow: blue, node: root }, save: started }\n",
+    )
+    .expect("flow");
+    let called = palm(edge1, &["run", &caller.display().to_string(), "--json"]);
+    assert_eq!(called.code, 0, "{}{}", called.stdout, called.stderr);
+    let called = called.json();
+    assert_eq!(called["home"], "realm-1", "{called}");
+    let started = &called["state"]["started"];
+    assert_eq!(started["status"], "succeeded", "{called}");
+    let started_job = started["job"].as_str().expect("started job");
+    assert_eq!(
+        palm(root, &["status", started_job, "--json"]).json()["home"],
+        "root"
+    );
+
     // kill -9 of the root: the realm's projection of it goes invalid within 5 s, and the
     // realm keeps running its own jobs.
     root_up.kill9();

@@ -269,6 +269,9 @@ impl Hop {
     /// request is not about a job); `Some` is the answer from wherever it went.
     pub async fn route(&self, request: &Request) -> Option<Response> {
         let toward = match request {
+            Request::Submit {
+                node: Some(node), ..
+            } => Toward::Node(node.clone()),
             Request::Submit { .. } => Toward::NewHome,
             // Jobs are listed where they are homed: an edge asks its home.
             Request::Jobs { .. } => Toward::NewHome,

@@ -121,6 +121,7 @@ async fn submit(kernel: &ActorRef<KernelMsg>, source: &str) -> String {
             input: Default::default(),
             args: Vec::new(),
             started_by: None,
+            node: None,
         },
     )
     .await;

@@ -32,6 +32,7 @@ pub const INVARIANTS: &[&str] = &[
     "no_dual_truth",
     "no_projection_passed_off_as_the_home",
     "authorised_requests_pass",
+    "a_named_home_homes_the_job",
     "liveness",
 ];
 
@@ -92,6 +93,12 @@ pub const COVERAGE_POINTS: &[&str] = &[
     "timer_fired",
     "workload_hung",
     "workload_slow",
+];
+
+/// The situations only submits that name their home reach (`--named-homes`).
+pub const NAMED_HOME_COVERAGE_POINTS: &[&str] = &[
+    "submit_to_a_named_home_acknowledged",
+    "submit_to_a_named_home_elsewhere_acknowledged",
 ];
 
 /// The situations only a replicated root reaches (`--replicas`).

@@ -53,6 +53,10 @@ pub struct SimArgs {
     /// over, and the stale replica's late write must be fenced.
     #[arg(long)]
     pub replicas: bool,
+    /// One client submit in four names its home (any root or realm, wherever it is in
+    /// the tree), as `palm submit --node` does; the job must be homed there.
+    #[arg(long)]
+    pub named_homes: bool,
 }
 
 /// Why a simulator command could not do what it was asked.
@@ -171,6 +175,7 @@ pub fn options(args: &SimArgs, seed: u64) -> Result<Options, SimError> {
         fault_ms: duration_ms(&args.duration, "--duration")?,
         shape,
         replicas: args.replicas,
+        named_homes: args.named_homes,
         ..Options::default()
     })
 }
@@ -312,6 +317,7 @@ pub fn run(
                 "nodes": opts.nodes,
                 "faults": opts.faults.as_str(),
                 "replicas": opts.replicas,
+                "named_homes": opts.named_homes,
                 "runs": count,
                 "passed": count as usize - failures.len(),
                 "failed": failures,
@@ -430,6 +436,7 @@ mod tests {
             check_determinism: false,
             duration: "1s".into(),
             replicas: false,
+            named_homes: false,
         };
         assert_eq!(seed_range(&args("3..7")).ok(), Some(3..7));
         assert!(seed_range(&args("7..7")).is_err());

@@ -29,7 +29,10 @@ pub mod options;
 pub mod trace;
 pub mod world;
 
-pub use check::{COVERAGE_POINTS, Coverage, INVARIANTS, REPLICA_COVERAGE_POINTS, Violation};
+pub use check::{
+    COVERAGE_POINTS, Coverage, INVARIANTS, NAMED_HOME_COVERAGE_POINTS, REPLICA_COVERAGE_POINTS,
+    Violation,
+};
 #[cfg(feature = "mutations")]
 pub use options::Mutation;
 pub use options::{Faults, NODES_DEFAULT, Options, Shape};
@@ -60,7 +63,7 @@ impl Report {
 /// planted bug the `palm-sim` binary that has it.
 pub fn replay_command(options: &Options) -> String {
     let flags = format!(
-        "--seed {} --nodes {} --shape {} --steps {} --faults {} --duration {}ms{} --trace",
+        "--seed {} --nodes {} --shape {} --steps {} --faults {} --duration {}ms{}{} --trace",
         options.seed,
         options.nodes,
         options.shape.as_str(),
@@ -68,6 +71,11 @@ pub fn replay_command(options: &Options) -> String {
         options.faults.as_str(),
         options.fault_ms,
         if options.replicas { " --replicas" } else { "" },
+        if options.named_homes {
+            " --named-homes"
+        } else {
+            ""
+        },
     );
     #[cfg(feature = "mutations")]
     if let Some(mutation) = options.mutation {

@@ -203,6 +203,9 @@ pub struct Options {
     pub shape: Shape,
     /// The root runs as two replicas over one shared store with a writer's lease.
     pub replicas: bool,
+    /// One client submit in four names its home (`--named-homes`). Off by default, so the
+    /// seeds CI runs keep the traces (and the planted bugs' catching seeds) they had.
+    pub named_homes: bool,
     /// A planted bug.
     #[cfg(feature = "mutations")]
     pub mutation: Option<Mutation>,
@@ -223,6 +226,7 @@ impl Default for Options {
             quiet_ms: 600_000,
             shape: Shape::Tree,
             replicas: false,
+            named_homes: false,
             #[cfg(feature = "mutations")]
             mutation: None,
         }

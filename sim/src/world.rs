@@ -368,6 +368,8 @@ pub struct World {
     coverage: Coverage,
     trace: Trace,
     flows: Vec<String>,
+    /// `--named-homes`: some submits name their home.
+    named_homes: bool,
     quiet: bool,
     events: u64,
     next_id: u64,
@@ -456,6 +458,7 @@ impl World {
             links,
             coverage: Coverage::default(),
             flows: Vec::new(),
+            named_homes: opts.named_homes,
             quiet: false,
             events: 0,
             next_id: 1,
@@ -1566,11 +1569,29 @@ impl World {
             ClientKind::Submit => {
                 let flow = self.rng.pick(&self.flows).clone();
                 let items: Vec<u64> = (0..self.rng.below(3)).map(|i| i + 1).collect();
-                (
-                    json!({"op": "submit", "flow": flow, "items": items, "nonce": nonce}),
-                    Toward::NewHome,
-                    None,
-                )
+                // One submit in four names its home: any node that homes jobs, found
+                // through the tree wherever it is (`palm submit --node`).
+                let named = (self.named_homes && self.rng.below(4) == 0).then(|| {
+                    let homes: Vec<String> = self
+                        .nodes
+                        .iter()
+                        .filter(|n| n.role.is_home())
+                        .map(|n| n.name.clone())
+                        .collect();
+                    self.rng.pick(&homes).clone()
+                });
+                match named {
+                    Some(home) => (
+                        json!({"op": "submit", "flow": flow, "items": items, "nonce": nonce, "node": home}),
+                        Toward::Node(home),
+                        None,
+                    ),
+                    None => (
+                        json!({"op": "submit", "flow": flow, "items": items, "nonce": nonce}),
+                        Toward::NewHome,
+                        None,
+                    ),
+                }
             }
             other => {
                 if self.known_jobs.is_empty() {
@@ -1698,12 +1719,29 @@ impl World {
                             .as_str()
                             .unwrap_or_default()
                             .to_owned();
-                        if let Some(home) = self
+                        let home = self
                             .nodes
                             .iter()
-                            .position(|n| Some(n.tag.as_str()) == job_tag(&job))
-                        {
+                            .position(|n| Some(n.tag.as_str()) == job_tag(&job));
+                        if let Some(home) = home {
                             self.nodes[home].checker.acknowledged(&job);
+                        }
+                        if let Some(named) = asked.request["node"].as_str() {
+                            if home.map(|h| self.nodes[h].name.as_str()) != Some(named) {
+                                self.fail(Violation {
+                                    invariant: "a_named_home_homes_the_job",
+                                    detail: format!(
+                                        "node {i}'s submit #{id} named `{named}` as its home; job {job} is homed at {}",
+                                        home.map_or("no node", |h| self.nodes[h].name.as_str())
+                                    ),
+                                });
+                                return;
+                            }
+                            self.coverage.hit("submit_to_a_named_home_acknowledged");
+                            if named != self.nodes[i].name {
+                                self.coverage
+                                    .hit("submit_to_a_named_home_elsewhere_acknowledged");
+                            }
                         }
                         self.coverage.hit("submit_acknowledged");
                         if self.nodes[i].role == Role::Edge {

@@ -105,6 +105,37 @@ fn seeds_pass_with_a_replicated_root_cut_from_its_store() {
 }
 
 #[test]
+fn seeds_pass_with_submits_that_name_their_home() {
+    let mut coverage = palm_sim::Coverage::default();
+    for (shape, nodes, seeds) in [(Shape::Tree, 6, 0..6), (Shape::Chain, 4, 0..2)] {
+        for seed in seeds {
+            let report = run(Options {
+                seed,
+                shape,
+                nodes,
+                named_homes: true,
+                ..Options::default()
+            });
+            assert!(
+                report.passed(),
+                "seed {seed} {shape:?} with named homes: {:?}\nreplay: {}",
+                report.findings.violation,
+                report.replay_command()
+            );
+            assert!(report.replay_command().contains("--named-homes"));
+            coverage.merge(&report.findings.coverage);
+        }
+    }
+    let all = coverage.all();
+    for point in palm_sim::NAMED_HOME_COVERAGE_POINTS {
+        assert!(
+            all.get(point).copied().unwrap_or(0) > 0,
+            "{point} never reached: {all:?}"
+        );
+    }
+}
+
+#[test]
 fn a_shared_store_that_skips_the_lease_fence_is_caught() {
     let base = Options {
         replicas: true,

@@ -124,6 +124,17 @@ pub fn check_forward(request: &Value, toward: &Toward) -> Result<(), String> {
     };
     match (goes, toward) {
         (Goes::ToANewHome, Toward::NewHome) => Ok(()),
+        // A submit that names its home goes there, and says so itself.
+        (Goes::ToANewHome, Toward::Node(node)) => {
+            match request.get("node").and_then(Value::as_str) {
+                Some(named) if named == node => Ok(()),
+                named => Err(format!(
+                    "`{op}` routed toward node {node} names node {}",
+                    named.unwrap_or("(none)")
+                )),
+            }
+        }
+        (Goes::ToItsJob, Toward::Node(_)) => Err(format!("`{op}` must go toward its job's home")),
         (Goes::ToItsJob, Toward::Job(job)) => match request.get("job").and_then(Value::as_str) {
             Some(named) if named == job => Ok(()),
             named => Err(format!(

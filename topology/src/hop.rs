@@ -771,6 +771,7 @@ impl HopCore {
         match toward {
             Toward::Job(job) => self.topology.route_job(job),
             Toward::NewHome => self.topology.route_submit(),
+            Toward::Node(name) => self.topology.route_node(name),
         }
     }
 

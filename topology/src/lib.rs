@@ -326,6 +326,47 @@ impl Topology {
         self.up(&format!("job {job}"))
     }
 
+    /// Where a request for the node called `name` goes (a submit that names its home):
+    /// here, down to the child whose subtree holds it, else up; at the top of the tree,
+    /// nowhere. A node that homes no jobs (an edge) is refused wherever it is found.
+    pub fn route_node(&self, name: &str) -> Route {
+        let edge = |name: &str| {
+            Route::Unreachable(format!(
+                "node `{name}` is an edge: it homes no jobs (name its realm, or the root)"
+            ))
+        };
+        if name == self.name {
+            return if self.role.is_home() {
+                Route::Local
+            } else {
+                edge(name)
+            };
+        }
+        for (child, state) in &self.children {
+            let Some(found) = state.summary.as_ref().and_then(|s| s.find(name)) else {
+                continue;
+            };
+            if !Role::parse(&found.role).is_some_and(Role::is_home) {
+                return edge(name);
+            }
+            return if state.link.up {
+                Route::Child(child.clone())
+            } else {
+                Route::Unreachable(format!(
+                    "node `{name}` is under `{child}`, whose link is down since {}",
+                    state.link.since
+                ))
+            };
+        }
+        match &self.parent {
+            Some(_) => self.up(&format!("node `{name}`")),
+            None => Route::Unreachable(format!(
+                "no node called `{name}` in this tree (as `{}`, its top, last heard of it)",
+                self.name
+            )),
+        }
+    }
+
     /// Where a new job is homed.
     pub fn route_submit(&self) -> Route {
         if self.role.is_home() {

@@ -178,6 +178,14 @@ impl Summary {
         tags
     }
 
+    /// The node called `name` in this subtree, itself included.
+    pub fn find(&self, name: &str) -> Option<&Summary> {
+        if self.name == name {
+            return Some(self);
+        }
+        self.subtree.iter().find_map(|child| child.find(name))
+    }
+
     /// Nodes in the subtree, itself included.
     pub fn size(&self) -> usize {
         1 + self.subtree.iter().map(Summary::size).sum::<usize>()
@@ -205,6 +213,10 @@ pub enum Toward {
     Job(String),
     /// The nearest node that homes new jobs: this node unless it is an edge, else up.
     NewHome,
+    /// The node of this name, which must home jobs (a root or a realm): a submit that
+    /// asks for a home of its choosing (`palm submit --node`, the `palm` provider's
+    /// `node`). Found down through the children's summaries, else up.
+    Node(String),
 }
 
 /// The answer a forwarded request gets, whichever node gave it.

@@ -65,6 +65,48 @@ fn jobs_route_to_their_home() {
 }
 
 #[test]
+fn a_submit_naming_its_home_goes_to_that_node_and_never_to_an_edge() {
+    let realm = realm();
+    assert_eq!(realm.route_node("realm"), Route::Local);
+    assert_eq!(realm.route_node("root"), Route::Parent, "not below: up");
+    assert_eq!(realm.route_node("realm2"), Route::Parent);
+    assert!(
+        matches!(realm.route_node("edge2"), Route::Unreachable(r) if r.contains("is an edge")),
+        "an edge homes no jobs"
+    );
+    let mut root = Topology::new("root", Role::Root, "oooo", None);
+    root.child_link(10, "realm", true);
+    root.child_link(10, "realm2", true);
+    root.child_summary(30, realm.summary(30, vec![], 2, 0));
+    root.child_summary(
+        30,
+        summary(
+            "realm2",
+            "r222",
+            &[],
+            2,
+            0,
+            vec![summary("edge3", "e333", &[], 1, 0, vec![])],
+        ),
+    );
+    assert_eq!(root.route_node("root"), Route::Local);
+    assert_eq!(root.route_node("realm2"), Route::Child("realm2".into()));
+    assert!(matches!(root.route_node("edge3"), Route::Unreachable(r) if r.contains("is an edge")));
+    assert!(
+        matches!(root.route_node("nowhere"), Route::Unreachable(r) if r.contains("no node called `nowhere`")),
+        "the top of the tree knows every node"
+    );
+    root.child_link(40, "realm2", false);
+    assert!(
+        matches!(root.route_node("realm2"), Route::Unreachable(r) if r.contains("link is down"))
+    );
+    let mut edge = Topology::new("edge1", Role::Edge, "e111", Some("realm"));
+    edge.parent_link(5, "realm", true);
+    assert!(matches!(edge.route_node("edge1"), Route::Unreachable(r) if r.contains("is an edge")));
+    assert_eq!(edge.route_node("realm2"), Route::Parent);
+}
+
+#[test]
 fn edges_home_nothing_and_need_their_parent() {
     let mut edge = Topology::new("edge1", Role::Edge, "e111", Some("realm"));
     assert!(
@@ -380,6 +422,44 @@ fn a_child_is_refused_what_only_the_node_itself_may_ask() {
     assert_eq!(latest[6].kind, "cancel");
     assert!(!root.topology().has_child("edge2"), "no pose as a sibling");
     assert_eq!(root.topology().route_job("e222-1"), Route::Local);
+    // A submit toward a node must name that node itself, and only a submit goes so.
+    for (request, toward) in [
+        (
+            json!({"op": "submit", "flow": "x"}),
+            Toward::Node("root".into()),
+        ),
+        (
+            json!({"op": "submit", "flow": "x", "node": "other"}),
+            Toward::Node("root".into()),
+        ),
+        (
+            json!({"op": "cancel", "job": "oooo-1", "node": "root"}),
+            Toward::Node("root".into()),
+        ),
+    ] {
+        root.handle_frame(6, "edge1", forward_of(request.clone(), toward));
+        let outputs = drain(&mut root);
+        assert!(
+            !outputs.iter().any(|o| matches!(o, HopOutput::Apply { .. })),
+            "{request} was applied"
+        );
+    }
+    root.handle_frame(
+        6,
+        "edge1",
+        forward_of(
+            json!({"op": "submit", "flow": "x", "node": "root"}),
+            Toward::Node("root".into()),
+        ),
+    );
+    assert!(
+        drain(&mut root)
+            .iter()
+            .any(|o| matches!(o, HopOutput::Apply { .. })),
+        "a submit naming this node is applied here"
+    );
+    let (count, _) = root.refusals();
+    assert_eq!(count, 10);
     // The link is still up: an allowed request still goes through.
     root.handle_frame(
         5,

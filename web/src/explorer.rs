@@ -1329,6 +1329,7 @@ async fn start(State(backend): Shared, body: axum::body::Bytes) -> Response {
                     input,
                     args: Vec::new(),
                     started_by: None,
+                    node: None,
                 },
             )
             .await;

@@ -70,7 +70,7 @@ pub const OPERATIONS: &[Operation] = &[
         summary: "Start a job; answers its status document (as `palm status --json`)",
         query: &[],
         body: Some(
-            r#"{"type": "object", "required": ["flow"], "properties": {"flow": {"description": "A stored flow's name, a definition (YAML/JSON text or a JSON object), or {name, revision} / {source, origin}"}, "input": {"type": "object"}, "args": {"type": "array", "items": {"type": "string"}}, "revision": {"type": "integer", "minimum": 1}}}"#,
+            r#"{"type": "object", "required": ["flow"], "properties": {"flow": {"description": "A stored flow's name, a definition (YAML/JSON text or a JSON object), or {name, revision} / {source, origin}"}, "input": {"type": "object"}, "args": {"type": "array", "items": {"type": "string"}}, "revision": {"type": "integer", "minimum": 1}, "node": {"type": "string", "minLength": 1, "description": "Home the job on this root or realm of the tree (default: the nearest home)"}}}"#,
         ),
         success: 201,
         media: JSON,

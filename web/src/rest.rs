@@ -293,6 +293,17 @@ async fn submit(State(backend): Shared, bytes: Bytes) -> Response {
             .and_then(Value::as_u64)
             .map(|r| r as u32);
         let flow = flow_arg(body.get("flow"), revision)?;
+        let node = match body.get("node") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(node)) if !node.is_empty() => Some(node.clone()),
+            Some(other) => {
+                return Err(Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_input",
+                    format!("`node` must be a node's name, not {}", kind_of(other)),
+                ));
+            }
+        };
         let input = match body.get("input") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(map)) => map.clone(),
@@ -332,6 +343,7 @@ async fn submit(State(backend): Shared, bytes: Bytes) -> Response {
                 input,
                 args,
                 started_by: None,
+                node,
             },
         )
         .await?;

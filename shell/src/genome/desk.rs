@@ -263,7 +263,24 @@ impl Desk {
                 input,
                 args,
                 started_by,
+                node,
             } => {
+                // A running node of a tree sends a submit naming another node there; one
+                // that reaches this desk is here, or names a node out of reach.
+                if let Some(node) = node
+                    && node != self.info.name
+                {
+                    return Answer::AfterCommit(Response::err(
+                        ErrorBody::invalid(
+                            "unknown_node",
+                            format!(
+                                "node `{node}` is not this node (`{}`), and no tree of this node knows it",
+                                self.info.name
+                            ),
+                        )
+                        .hint("name a root or realm of the tree this node belongs to; `palm tree` lists them"),
+                    ));
+                }
                 if !accepting {
                     return Answer::AfterCommit(Response::err(ErrorBody::failure(
                         "shutting_down",

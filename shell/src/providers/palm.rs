@@ -1,6 +1,9 @@
-//! The `palm` provider: Palm calling Palm. Submits a flow on this node (on a named node
-//! once the tree carries jobs), optionally waits for it, and saves
-//! `{job, status, state, error}`.
+//! The `palm` provider: Palm calling Palm. Submits a flow — to the nearest home (this node
+//! unless it is an edge), or to the node `node` names (a root or realm of the tree, which
+//! the submit travels to over the links) — optionally waits for it, and saves
+//! `{job, status, state, error}`. Every request goes where the node's own control
+//! requests go (`control::dispatch`): the caller's status to its home, the wait to the
+//! started job's.
 //!
 //! The call's effect key is the start's idempotency key: a call run twice (a seat died
 //! after submitting) finds the job it started the first time. The started job's depth is
@@ -8,7 +11,6 @@
 //! of callers (a cycle), the call fails instead of starting anything.
 
 use super::{CallContext, CallFuture, Failure, Provider};
-use crate::genome::kernel::KernelMsg;
 use palm_actors::interest::{DEPTH_MAX, StartedBy};
 use palm_api::protocol::{FlowArg, Request, Response};
 use serde_json::{Value, json};
@@ -21,19 +23,24 @@ pub const WAIT_MS_DEFAULT: u64 = 600_000;
 pub struct Palm;
 
 async fn ask(ctx: &CallContext<'_>, request: Request, timeout: Duration) -> Result<Value, Failure> {
-    let answer = ctx
-        .kernel
-        .call(|reply| KernelMsg::Call(request, reply), Some(timeout))
-        .await;
+    let answer = tokio::time::timeout(timeout, crate::control::dispatch(ctx.genome, request)).await;
     match answer {
-        Ok(ractor::rpc::CallResult::Success(Response {
+        Ok(Response {
             ok: true, result, ..
-        })) => Ok(result.unwrap_or(Value::Null)),
-        Ok(ractor::rpc::CallResult::Success(Response { error, .. })) => Err(Failure::new(format!(
+        }) => Ok(result.unwrap_or(Value::Null)),
+        Ok(Response { error, .. }) => Err(Failure::new(format!(
             "palm: {}",
-            error.map(|e| e.message).unwrap_or_default()
+            error
+                .map(|e| match e.hint {
+                    Some(hint) => format!("{} ({hint})", e.message),
+                    None => e.message,
+                })
+                .unwrap_or_default()
         ))),
-        _ => Err(Failure::new("palm: the node's kernel did not answer")),
+        Err(_) => Err(Failure::new(format!(
+            "palm: no answer within {} ms",
+            timeout.as_millis()
+        ))),
     }
 }
 
@@ -45,13 +52,13 @@ impl Provider for Palm {
     fn describe(&self) -> Value {
         json!({
             "name": "palm",
-            "description": "submit a flow on this node and (by default) wait for its job",
+            "description": "submit a flow (here, or on a named node of the tree) and (by default) wait for its job",
             "args": {
                 "flow": "a stored flow name (required)",
                 "input": "the job's input fields",
                 "wait": "true (default): wait until the job settles",
                 "timeout_ms": WAIT_MS_DEFAULT,
-                "node": "(with the tree) the node to submit on; today only this one",
+                "node": "the node to home the job (a root or realm of the tree, by name); default: the nearest home",
             },
             "depth_max": DEPTH_MAX,
         })
@@ -60,13 +67,15 @@ impl Provider for Palm {
     fn call<'a>(&'a self, ctx: CallContext<'a>, args: Value) -> CallFuture<'a> {
         Box::pin(async move {
             let flow = super::string_arg(&args, "flow", "palm")?.to_owned();
-            if let Some(node) = args.get("node").and_then(Value::as_str)
-                && node != ctx.genome.info.name
-            {
-                return Err(Failure::new(format!(
-                    "palm: node `{node}` cannot be reached: jobs do not travel between nodes yet"
-                )));
-            }
+            let node = match args.get("node") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(node)) if !node.is_empty() => Some(node.clone()),
+                Some(other) => {
+                    return Err(Failure::new(format!(
+                        "palm: `node` must be a node's name, found {other}"
+                    )));
+                }
+            };
             let input = match args.get("input") {
                 None | Some(Value::Null) => serde_json::Map::new(),
                 Some(Value::Object(map)) => map.clone(),
@@ -119,6 +128,7 @@ impl Provider for Palm {
                         depth: depth + 1,
                         chain,
                     }),
+                    node,
                 },
                 Duration::from_secs(60),
             )
