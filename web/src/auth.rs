@@ -187,13 +187,21 @@ pub fn standard_ok(
     }
 }
 
-/// The webhook a request posts to, if it is one.
-fn webhook_name(request: &Request) -> Option<&str> {
+/// The webhook a request posts to, if it is one: the path's last segment,
+/// percent-decoded as the route's own `Path` extractor decodes it (`my%20hook` is the
+/// webhook `my hook`), so the secret checked is the one of the flows the post starts.
+fn webhook_name(request: &Request) -> Option<String> {
     if request.method() != axum::http::Method::POST {
         return None;
     }
     let name = request.uri().path().strip_prefix("/v1/webhooks/")?;
-    (!name.is_empty() && !name.contains('/')).then_some(name)
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    percent_encoding::percent_decode_str(name)
+        .decode_utf8()
+        .ok()
+        .map(|name| name.into_owned())
 }
 
 /// True when `signature` (`sha256=HEX`) is the HMAC-SHA256 of `body` under `secret`,
@@ -316,7 +324,7 @@ pub async fn require(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(secret) = webhook_name(&request).and_then(|name| backend.webhook_secret(name))
+    if let Some(secret) = webhook_name(&request).and_then(|name| backend.webhook_secret(&name))
         && let Some(scheme) = scheme_of(request.headers())
     {
         let secret = secret.to_vec();
@@ -386,6 +394,34 @@ mod tests {
         ] {
             assert!(!token_ok(secret, bad));
         }
+    }
+
+    #[test]
+    fn a_webhook_is_named_by_its_decoded_path_segment() {
+        let post = |uri: &str| {
+            axum::http::Request::builder()
+                .method("POST")
+                .uri(uri)
+                .body(axum::body::Body::empty())
+                .expect("request")
+        };
+        assert_eq!(
+            webhook_name(&post("/v1/webhooks/push")).as_deref(),
+            Some("push")
+        );
+        assert_eq!(
+            webhook_name(&post("/v1/webhooks/my%20hook")).as_deref(),
+            Some("my hook")
+        );
+        assert_eq!(webhook_name(&post("/v1/webhooks/a/b")), None);
+        assert_eq!(webhook_name(&post("/v1/webhooks/")), None);
+        assert_eq!(webhook_name(&post("/v1/webhooks/%ff")), None, "not UTF-8");
+        assert_eq!(webhook_name(&post("/v1/events/push")), None);
+        let get = axum::http::Request::builder()
+            .uri("/v1/webhooks/push")
+            .body(axum::body::Body::empty())
+            .expect("request");
+        assert_eq!(webhook_name(&get), None);
     }
 
     #[test]

@@ -488,6 +488,18 @@ async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
     .await;
     assert_eq!(status, StatusCode::OK, "{text}");
     assert!(text.contains(r#""matched":1"#), "{text}");
+    // The name percent-encoded in the path is the same webhook, secret and all.
+    let encoded = path.replace("signed", "sig%6eed");
+    let (status, _, text) = raw_from(
+        &w.app,
+        REMOTE,
+        "POST",
+        &encoded,
+        &[json, ("x-hub-signature-256", &good)],
+        body,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{encoded}: {text}");
     // The same body signed with another secret, or another body under this signature:
     // refused, from beyond loopback and from loopback alike.
     let other = ring::hmac::sign(
@@ -623,7 +635,7 @@ async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
     )
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    // Only the posts that were let in started the flow: six jobs.
+    // Only the posts that were let in started the flow: seven jobs.
     let mut count = 0;
     for _ in 0..100 {
         let (_, _, jobs) = send(
@@ -636,11 +648,11 @@ async fn a_signed_webhook_needs_no_token_and_a_wrong_signature_is_refused() {
         )
         .await;
         count = jobs["jobs"].as_array().map_or(0, Vec::len);
-        if count >= 6 {
+        if count >= 7 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(count, 6);
+    assert_eq!(count, 7);
     w.node.shutdown(std::time::Duration::ZERO).await;
 }

@@ -37,7 +37,7 @@ impl Failure {
 pub struct CallContext<'a> {
     /// The node.
     pub genome: &'a Arc<Genome>,
-    /// Its kernel (the `kv` and `palm` providers go through it).
+    /// Its kernel (the `kv` provider goes through it).
     pub kernel: &'a ActorRef<KernelMsg>,
     /// The effect being run (its key is the call's idempotency key).
     pub effect: &'a ClaimedEffect,
