@@ -933,7 +933,10 @@ async fn run_shell(
 }
 
 /// What one job's agent runs have spent, by effect key, in `DATA/agents/jobs/<job>.json`
-/// (written whole and renamed, so a crash leaves the old or the new).
+/// (written whole and renamed, so a crash leaves the old or the new). Recording is a
+/// read-modify-write, one at a time in the process (the node owns its data directory):
+/// two runs of one job ending together (parallel branches on two repos, a team's
+/// lanes) used to each write the file from the same read, and one entry was lost.
 struct Ledger {
     path: PathBuf,
 }
@@ -980,6 +983,8 @@ impl Ledger {
     }
 
     fn record(&self, key: &str, cost_usd: f64, turns: u64) {
+        static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = RECORDING.lock().unwrap_or_else(|p| p.into_inner());
         let mut runs = self.read();
         runs.insert(
             key.to_owned(),
@@ -1239,5 +1244,26 @@ mod tests {
                 .unwrap_err()
                 .contains("not JSON")
         );
+    }
+
+    #[test]
+    fn parallel_runs_of_one_job_all_keep_their_spending() {
+        let data = tempfile::tempdir().expect("data");
+        let threads: Vec<_> = (0..16)
+            .map(|i| {
+                let data = data.path().to_owned();
+                std::thread::spawn(move || {
+                    for round in 0..8 {
+                        Ledger::of(&data, "j-1").record(&format!("run-{i}-{round}"), 0.5, 1);
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("a recording thread");
+        }
+        let ledger = Ledger::of(data.path(), "j-1");
+        assert_eq!(ledger.read().len(), 16 * 8, "every run's entry is kept");
+        assert_eq!(ledger.spent_except("none"), (64.0, 128));
     }
 }
