@@ -342,6 +342,62 @@ fn best_of_runs_attempts_in_their_lanes_and_saves_the_choice() {
     assert_eq!(host.view(&job).state["best_of"], choice);
 }
 
+/// A subflow inlined into an attempt works in the attempt's lane too: its leaves were
+/// parsed on their own, outside any `best_of`, so the compiler gives them the lane.
+#[test]
+fn an_attempt_s_subflow_works_in_the_attempt_s_lane() {
+    let mut host = Host::new();
+    host.path
+        .add_definition(
+            host.now,
+            "name: fix-and-check\ntree:\n  sequence:\n    - agent: { provider: good, prompt: \"fix it\", repo: /tmp/repo }\n    - verify: { cmd: \"cargo test\", repo: /tmp/repo }\n",
+            "fix-and-check.yaml",
+        )
+        .expect("the subflow");
+    host.commit();
+    host.submit_source(
+        "name: best-sub\ntree:\n  best_of:\n    n: 2\n    attempt:\n      subflow: fix-and-check\n",
+        json!({}),
+    );
+    let agents = host.claim_all();
+    assert_eq!(agents.len(), 2, "both attempts start at once");
+    let mut lanes = Vec::new();
+    for (i, agent) in agents.iter().enumerate() {
+        let (provider, args) = Host::call_of(agent);
+        assert_eq!(provider, "agent");
+        lanes.push(
+            args["lane"]
+                .as_str()
+                .expect("a lane in the subflow's agent")
+                .to_owned(),
+        );
+        let patch = json!({"id": format!("p{i}"), "status": "pending", "files": ["a.rs"], "added": 1, "removed": 0});
+        host.complete_call(
+            agent,
+            true,
+            json!({"provider": "good", "end": "success", "patch": patch}),
+        );
+    }
+    lanes.dedup();
+    assert_eq!(lanes.len(), 2, "each attempt has its own lane: {lanes:?}");
+    for (i, check) in host.claim_all().iter().enumerate() {
+        let (provider, args) = Host::call_of(check);
+        assert_eq!(provider, "verify");
+        assert_eq!(
+            args["lane"], lanes[i],
+            "the subflow's check runs in its attempt's lane"
+        );
+    }
+    // Outside an attempt, the same subflow works in the job's own worktree.
+    host.submit_source(
+        "name: plain-sub\ntree:\n  subflow: fix-and-check\n",
+        json!({}),
+    );
+    let (provider, args) = Host::call_of(&host.claim().expect("the plain agent"));
+    assert_eq!(provider, "agent");
+    assert!(args.get("lane").is_none(), "{args}");
+}
+
 #[test]
 fn verification_nodes_refuse_bad_shapes_with_their_line() {
     let cases = [

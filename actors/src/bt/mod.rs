@@ -27,6 +27,37 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+/// Where the compiler is: how deep in subflows, and whether inside a `best_of` attempt.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    depth: usize,
+    in_attempt: bool,
+}
+
+/// The providers that work in a job's worktree, and so in an attempt's own (its `lane`).
+const LANE_PROVIDERS: [&str; 3] = ["agent", "verify", "gate"];
+
+/// `spec` as it runs at `at`: inside a `best_of` attempt, a call of a provider that works
+/// in the worktree carries the attempt's `lane`. The parser adds it to the leaves it
+/// reads inside an attempt; a subflow's leaves, parsed on their own and inlined here,
+/// get it the same way, so an attempt's subflow never works in the job's own worktree
+/// beside the other attempts.
+fn in_lane(spec: &CallSpec, at: At) -> CallSpec {
+    let mut spec = spec.clone();
+    if at.in_attempt
+        && LANE_PROVIDERS.contains(&spec.provider.as_str())
+        && let crate::definition::ValueTemplate::Map(args) = &mut spec.args
+        && !args.iter().any(|(key, _)| key == "lane")
+        && let Ok(lane) = crate::template::Template::compile("{{ attempt.lane }}")
+    {
+        args.push((
+            "lane".to_owned(),
+            crate::definition::ValueTemplate::Text(lane),
+        ));
+    }
+    spec
+}
+
 /// Bound on subflow inlining depth. Validation refuses cycles; this guards the compiler
 /// against a store that was edited behind validation's back.
 pub const SUBFLOW_DEPTH_MAX: usize = 32;
@@ -265,7 +296,14 @@ impl Program {
             specs: Vec::new(),
             root: 0,
         };
-        program.root = program.add(&definition.tree, resolve, 0)?;
+        program.root = program.add(
+            &definition.tree,
+            resolve,
+            At {
+                depth: 0,
+                in_attempt: false,
+            },
+        )?;
         Ok(program)
     }
 
@@ -304,18 +342,22 @@ impl Program {
         &mut self,
         node: &crate::definition::Node,
         resolve: &dyn Fn(&str) -> Option<Arc<Definition>>,
-        depth: usize,
+        at: At,
     ) -> Result<SpecId, CompileError> {
         let mut children = Vec::new();
         let mut detail = None;
         let kind = match &node.kind {
             NodeKind::Subflow { flow } => {
-                if depth >= SUBFLOW_DEPTH_MAX {
+                if at.depth >= SUBFLOW_DEPTH_MAX {
                     return Err(CompileError::TooDeep(flow.clone()));
                 }
                 let inner =
                     resolve(flow).ok_or_else(|| CompileError::UnknownSubflow(flow.clone()))?;
-                let id = self.add(&inner.tree, resolve, depth + 1)?;
+                let inlined = At {
+                    depth: at.depth + 1,
+                    ..at
+                };
+                let id = self.add(&inner.tree, resolve, inlined)?;
                 let spec = &mut self.specs[id as usize];
                 spec.detail = Some(match spec.detail.take() {
                     Some(d) => format!("subflow {flow}: {d}"),
@@ -328,7 +370,7 @@ impl Program {
                 children: kids,
             } => {
                 for kid in kids {
-                    children.push(self.add(kid, resolve, depth)?);
+                    children.push(self.add(kid, resolve, at)?);
                 }
                 SpecKind::Sequence { memory: *memory }
             }
@@ -337,7 +379,7 @@ impl Program {
                 children: kids,
             } => {
                 for kid in kids {
-                    children.push(self.add(kid, resolve, depth)?);
+                    children.push(self.add(kid, resolve, at)?);
                 }
                 SpecKind::Selector { memory: *memory }
             }
@@ -347,7 +389,7 @@ impl Program {
                 children: kids,
             } => {
                 for kid in kids {
-                    children.push(self.add(kid, resolve, depth)?);
+                    children.push(self.add(kid, resolve, at)?);
                 }
                 SpecKind::Parallel {
                     success: *success,
@@ -361,7 +403,7 @@ impl Program {
                 max_concurrency,
                 body,
             } => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 detail = Some(format!("{binding} in {}", items.source()));
                 SpecKind::ForEach {
                     items: items.clone(),
@@ -370,15 +412,15 @@ impl Program {
                 }
             }
             NodeKind::Invert(body) => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 SpecKind::Invert
             }
             NodeKind::ForceSuccess(body) => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 SpecKind::ForceSuccess
             }
             NodeKind::ForceFailure(body) => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 SpecKind::ForceFailure
             }
             NodeKind::Retry {
@@ -386,7 +428,7 @@ impl Program {
                 backoff,
                 body,
             } => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 detail = attempts.map(|n| format!("{n} attempts"));
                 SpecKind::Retry {
                     attempts: *attempts,
@@ -394,12 +436,12 @@ impl Program {
                 }
             }
             NodeKind::Repeat { times, body } => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 detail = Some(format!("{times} times"));
                 SpecKind::Repeat { times: *times }
             }
             NodeKind::Timeout { ms, body } => {
-                children.push(self.add(body, resolve, depth)?);
+                children.push(self.add(body, resolve, at)?);
                 detail = Some(format!("{ms} ms"));
                 SpecKind::Timeout { ms: *ms }
             }
@@ -431,23 +473,23 @@ impl Program {
             }
             NodeKind::Call(spec) => {
                 detail = Some(spec.provider.clone());
-                SpecKind::Call(spec.clone())
+                SpecKind::Call(in_lane(spec, at))
             }
             NodeKind::Spawn(spec) => {
                 detail = Some(spec.flow.clone());
                 SpecKind::Spawn(spec.clone())
             }
             NodeKind::UntilGreen(spec) => {
-                children.push(self.add(&spec.fix, resolve, depth)?);
+                children.push(self.add(&spec.fix, resolve, at)?);
                 detail = Some(format!("{} rounds", spec.max_rounds));
                 SpecKind::UntilGreen {
-                    verify: spec.verify.clone(),
+                    verify: in_lane(&spec.verify, at),
                     max_rounds: spec.max_rounds,
                     save: spec.save.clone(),
                 }
             }
             NodeKind::Loop(spec) => {
-                children.push(self.add(&spec.body, resolve, depth)?);
+                children.push(self.add(&spec.body, resolve, at)?);
                 detail = Some(format!("at most {} iterations", spec.rule.max_iterations));
                 SpecKind::Loop(spec.rule.clone())
             }
@@ -460,9 +502,9 @@ impl Program {
                 SpecKind::Team(spec.clone())
             }
             NodeKind::Wizard(spec) => {
-                children.push(self.add(&spec.commit, resolve, depth)?);
+                children.push(self.add(&spec.commit, resolve, at)?);
                 if let Some(compensate) = &spec.compensate {
-                    children.push(self.add(compensate, resolve, depth)?);
+                    children.push(self.add(compensate, resolve, at)?);
                 }
                 detail = Some(format!("key {}, {} steps", spec.key, spec.steps.len()));
                 SpecKind::Wizard {
@@ -471,7 +513,14 @@ impl Program {
                 }
             }
             NodeKind::BestOf(spec) => {
-                children.push(self.add(&spec.attempt, resolve, depth)?);
+                children.push(self.add(
+                    &spec.attempt,
+                    resolve,
+                    At {
+                        in_attempt: true,
+                        ..at
+                    },
+                )?);
                 detail = Some(format!("best of {}", spec.n));
                 SpecKind::BestOf {
                     n: spec.n,
