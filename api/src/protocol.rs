@@ -104,6 +104,10 @@ pub enum Request {
         /// At most this many.
         #[serde(default)]
         limit: Option<usize>,
+        /// The jobs homed at this node of the tree (a root or a realm, by name): the
+        /// request travels there (`palm jobs --node`). Absent: the nearest home's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
     /// The waiting jobs, each with its status document (`waiting_on`: keys, prompts,
     /// schemas, choices), a page at a time, with how many wait in all (`total`): an inbox

@@ -673,6 +673,7 @@ pub async fn run(link: &ControlLink, arguments: &Map<String, Value>) -> Result<A
         Request::Jobs {
             status: None,
             limit: Some(JOBS_SEEN_MAX),
+            node: None,
         },
     )
     .await?;

@@ -1523,6 +1523,7 @@ async fn jobs(link: &ControlLink, arguments: &Map<String, Value>) -> Result<Answ
         Request::Jobs {
             status: status.clone(),
             limit: Some(limit),
+            node: None,
         },
     )
     .await?;

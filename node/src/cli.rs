@@ -102,6 +102,10 @@ pub enum Command {
         /// At most this many.
         #[arg(long)]
         limit: Option<usize>,
+        /// The jobs homed at this node of the tree (a root or a realm, by name)
+        /// [default: the nearest home's].
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
     },
     /// Continue a waiting job: deliver input to the wait named KEY.
     Continue(ContinueArgs),

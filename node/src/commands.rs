@@ -46,8 +46,18 @@ pub async fn run(cli: Cli, out: Output) -> CliResult {
             command: None,
             status,
             limit,
+            node,
         } => {
-            let jobs = one_call(&ctx, Access::Read, Request::Jobs { status, limit }).await?;
+            let jobs = one_call(
+                &ctx,
+                Access::Read,
+                Request::Jobs {
+                    status,
+                    limit,
+                    node,
+                },
+            )
+            .await?;
             print(&ctx, &jobs, output::print_jobs);
             Ok(Code::Ok)
         }

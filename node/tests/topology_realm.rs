@@ -189,6 +189,7 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
         assert!(done, "{job}: {last}");
         last
     };
+    let mut homed = Vec::new();
     for (at, home) in [(edge1, "root"), (root, "realm-1"), (realm, "realm-1")] {
         let submitted = palm(at, &["submit", &flow, "--node", home, "--json"]);
         assert_eq!(submitted.code, 0, "--node {home}: {}", submitted.stderr);
@@ -196,6 +197,23 @@ fn a_job_submitted_at_an_edge_is_homed_at_its_realm_and_runs_where_blue_is() {
         let view = settled_at(at, &named);
         assert_eq!(view["home"], home, "{view}");
         assert_eq!(view["effects"][0]["node"], "edge-2", "{view}");
+        homed.push((home, named));
+    }
+    // Jobs are listed at the node named too: from the root, the realm's.
+    let listed = palm(root, &["jobs", "--node", "realm-1", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let listed: Vec<String> = listed.json()["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["job"].as_str().map(str::to_owned))
+        .collect();
+    for (home, job) in &homed {
+        assert_eq!(
+            listed.contains(job),
+            *home == "realm-1",
+            "{job} at {home}: {listed:?}"
+        );
     }
     for (name, says) in [
         ("edge-2", "is an edge"),

@@ -274,6 +274,9 @@ impl Hop {
             } => Toward::Node(node.clone()),
             Request::Submit { .. } => Toward::NewHome,
             // Jobs are listed where they are homed: an edge asks its home.
+            Request::Jobs {
+                node: Some(node), ..
+            } => Toward::Node(node.clone()),
             Request::Jobs { .. } => Toward::NewHome,
             _ => Toward::Job(job_of(request)?.to_owned()),
         };

@@ -198,6 +198,7 @@ pub async fn list_jobs(backend: &Arc<dyn Backend>, query: &JobsQuery) -> Result<
             status: query.status.clone().filter(|s| !s.is_empty()),
             // Filtering here: read up to the bound, cut to `limit` after.
             limit: Some(if filtered { JOBS_LIMIT_MAX } else { limit }),
+            node: None,
         },
     )
     .await?;

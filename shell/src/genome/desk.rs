@@ -49,6 +49,21 @@ pub struct Desk {
     pub places: Option<Arc<super::Genome>>,
 }
 
+impl Desk {
+    /// A request naming node `node`, which this one is not, that reached this desk: no
+    /// tree of this node knows that name (a running node of a tree sends it there).
+    fn not_this_node(&self, node: &str) -> ErrorBody {
+        ErrorBody::invalid(
+            "unknown_node",
+            format!(
+                "node `{node}` is not this node (`{}`), and no tree of this node knows it",
+                self.info.name
+            ),
+        )
+        .hint("name a root or realm of the tree this node belongs to; `palm tree` lists them")
+    }
+}
+
 fn invalid(kind: &str, err: impl ToString) -> Response {
     Response::err(ErrorBody::invalid(kind, err.to_string()))
 }
@@ -270,16 +285,7 @@ impl Desk {
                 if let Some(node) = node
                     && node != self.info.name
                 {
-                    return Answer::AfterCommit(Response::err(
-                        ErrorBody::invalid(
-                            "unknown_node",
-                            format!(
-                                "node `{node}` is not this node (`{}`), and no tree of this node knows it",
-                                self.info.name
-                            ),
-                        )
-                        .hint("name a root or realm of the tree this node belongs to; `palm tree` lists them"),
-                    ));
+                    return Answer::AfterCommit(Response::err(self.not_this_node(&node)));
                 }
                 if !accepting {
                     return Answer::AfterCommit(Response::err(ErrorBody::failure(
@@ -442,7 +448,10 @@ impl Desk {
         match request {
             Request::Ping => Response::ok(self.info.to_json()),
             Request::Status { job } | Request::Wait { job, .. } => self.view(&job),
-            Request::Jobs { status, limit } => self.jobs(status, limit),
+            Request::Jobs {
+                node: Some(node), ..
+            } if node != self.info.name => Response::err(self.not_this_node(&node)),
+            Request::Jobs { status, limit, .. } => self.jobs(status, limit),
             Request::Waits { limit, offset } => self.waits(limit, offset),
             Request::Inspect { job } => self.inspect(&job),
             Request::FlowsList => {
