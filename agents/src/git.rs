@@ -167,7 +167,7 @@ pub fn ensure_worktree(
             let recorded = std::fs::read_to_string(&fork_file)
                 .ok()
                 .map(|c| c.trim().to_owned())
-                .filter(|c| is_commit(repo, c));
+                .filter(|c| names(repo, c, "commit"));
             let fork = match recorded {
                 Some(fork) => fork,
                 None => {
@@ -195,20 +195,12 @@ fn hold() -> std::sync::MutexGuard<'static, ()> {
     WORKTREES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn is_commit(repo: &Path, commit: &str) -> bool {
+/// True when `object` peels to an object of `kind` in `repo` (`commit`; `tree`, which
+/// a commit peels to as well).
+fn names(repo: &Path, object: &str, kind: &str) -> bool {
     git(
         repo,
-        &["cat-file", "-e", &format!("{commit}^{{commit}}")],
-        &[],
-    )
-    .is_ok()
-}
-
-/// True when `object` names a tree (a tree, or a commit's).
-fn is_tree(repo: &Path, object: &str) -> bool {
-    git(
-        repo,
-        &["cat-file", "-e", &format!("{object}^{{tree}}")],
+        &["cat-file", "-e", &format!("{object}^{{{kind}}}")],
         &[],
     )
     .is_ok()
@@ -254,7 +246,7 @@ fn ensure_one(
             let recorded = std::fs::read_to_string(&base_file)
                 .ok()
                 .map(|b| b.trim().to_owned())
-                .filter(|b| is_commit(repo, b));
+                .filter(|b| names(repo, b, "commit"));
             let base = match recorded {
                 Some(base) => base,
                 None => git(repo, &["rev-parse", "--verify", "HEAD^{commit}"], &[])
@@ -300,7 +292,7 @@ fn ensure_one(
     let last = std::fs::read_to_string(tree.path.with_extension("last"))
         .ok()
         .map(|c| c.trim().to_owned())
-        .filter(|c| is_tree(repo, c));
+        .filter(|c| names(repo, c, "tree"));
     if let Some(last) = last {
         restore(&tree, &last)?;
         tree.restored = Some(last);
